@@ -1,0 +1,284 @@
+"""Recording a trace: the graph walk, forward order, source lines and user names."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections import deque
+from types import FrameType
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from . import rules
+from .errors import NestedCaptureError, NoHistoryError, NotATensorError
+from .model import Node, Residual, Storage, Trace
+from .saved import attributes, is_custom_function, saved_slots
+from .storage import storage_key, storage_nbytes, visible_nbytes, weak_storage
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_OWN_DIR = os.path.dirname(__file__)
+_active = threading.local()
+_NO_SEQUENCE = 2**64 - 1  # AccumulateGrad nodes carry no forward position
+
+
+def _user_frame() -> FrameType | None:
+    """The innermost frame that is neither torch's nor tracekit's: where the user's line is."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_TORCH_DIR) or name.startswith(_OWN_DIR) or name.startswith("<frozen")):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def _is_leaf_node(node: Any) -> bool:
+    return hasattr(node, "variable")
+
+
+def op_name(node: Any) -> str:
+    """The forward op behind a backward node: MulBackward0 -> mul, NativeLayerNormBackward0 -> layer_norm."""
+    if is_custom_function(node):
+        return node._forward_cls.__name__
+    base = re.sub(r"Backward\d*$", "", node.name().split("::")[-1])
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
+    return snake.removeprefix("native_")
+
+
+class _Recorder(TorchFunctionMode):
+    """Sees each torch call; gives the nodes it created their source line and call name."""
+
+    def __init__(self, sources: dict[int, tuple[str, str]]) -> None:
+        super().__init__()
+        self.sources = sources
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        roots = [t.grad_fn for t in _tensors_in(result) if t.grad_fn is not None]
+        if roots:
+            frame = _user_frame()
+            where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}" if frame else None
+            call = getattr(func, "__name__", str(func))
+            _mark_new(roots, self.sources, where, call)
+        return result
+
+
+def _tensors_in(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors_in(v)]
+    return []
+
+
+def _mark_new(roots: list[Any], sources: dict[int, tuple[str, str]], where: str | None, call: str) -> None:
+    """Give every node not yet seen, reachable from roots, this call's source."""
+    todo = list(roots)
+    while todo:
+        node = todo.pop()
+        seq = node._sequence_nr()
+        if seq == _NO_SEQUENCE or seq in sources:
+            continue
+        sources[seq] = (where, call)
+        todo.extend(n for n, _ in node.next_functions if n is not None)
+
+
+class capture:
+    """Context manager: record forward ops with their source lines, then `cap.trace(y)`."""
+
+    def __init__(self) -> None:
+        self.sources: dict[int, tuple[str, str]] = {}
+        self._mode: _Recorder | None = None
+
+    def __enter__(self) -> capture:
+        if getattr(_active, "capture", None) is not None:
+            raise NestedCaptureError(
+                "tk.capture() is already active: close the outer `with tk.capture()` block "
+                "first, or trace everything from the outer one."
+            )
+        _active.capture = self
+        self._mode = _Recorder(self.sources)
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._mode is not None
+        self._mode.__exit__(*exc)
+        self._mode = None
+        _active.capture = None
+
+    def trace(self, *outputs: torch.Tensor) -> Trace:
+        """The trace of the graph behind `outputs`, with forward order and source lines."""
+        return build_trace(outputs, self.sources, _caller_names())
+
+
+def trace(*outputs: torch.Tensor) -> Trace:
+    """The trace of any tensor's autograd graph (graph walk only: no source lines)."""
+    return build_trace(outputs, None, _caller_names())
+
+
+def _caller_names() -> dict[tuple[str, int], tuple[str, bool]]:
+    """Names the user's code gives to tensors and parameters: storage key -> (name, parameter)."""
+    names: dict[tuple[str, int], tuple[str, bool]] = {}
+    frame = _user_frame()
+    for scope in (frame.f_locals, frame.f_globals) if frame else ():
+        for var, value in list(scope.items()):
+            if var.startswith("_"):
+                continue
+            if isinstance(value, torch.Tensor) and value.layout == torch.strided:
+                leaf_param = value.is_leaf and value.requires_grad
+                names.setdefault(storage_key(value), (var, leaf_param))
+            elif isinstance(value, torch.nn.Module):
+                for pname, p in value.named_parameters():
+                    names.setdefault(storage_key(p), (f"{var}.{pname}", True))
+    return names
+
+
+def _walk(roots: list[Any]) -> list[Any]:
+    """Every backward node reachable from roots (iterative: any depth)."""
+    seen: set[Any] = set()
+    order: list[Any] = []
+    todo = deque(roots)
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        order.append(node)
+        todo.extend(n for n, _ in node.next_functions if n is not None and n not in seen)
+    return order
+
+
+def _check_outputs(outputs: tuple[Any, ...]) -> list[Any]:
+    if not outputs:
+        raise NotATensorError("trace() needs at least one tensor: pass the output, e.g. tk.trace(loss).")
+    roots = []
+    for i, out in enumerate(outputs):
+        if not isinstance(out, torch.Tensor):
+            raise NotATensorError(
+                f"output {i} is a {type(out).__name__}, not a torch.Tensor: pass the tensor "
+                "your computation returned, e.g. tk.trace(loss)."
+            )
+        if out.grad_fn is None:
+            what = "a leaf that requires grad" if out.requires_grad else "a tensor that does not require grad"
+            raise NoHistoryError(
+                f"output {i} has no autograd history ({what}): compute it from tensors "
+                "created with requires_grad=True, outside torch.no_grad(), then trace the result."
+            )
+        roots.append(out.grad_fn)
+    return roots
+
+
+def build_trace(
+    outputs: tuple[torch.Tensor, ...],
+    sources: dict[int, tuple[str, str]] | None,
+    names: dict[tuple[str, int], tuple[str, bool]],
+) -> Trace:
+    """Walk the graph once and turn what autograd holds into a Trace."""
+    roots = _check_outputs(outputs)
+    everything = _walk(roots)
+    graph_nodes = sorted((n for n in everything if not _is_leaf_node(n)), key=lambda n: n._sequence_nr())
+    position = {n: i for i, n in enumerate(graph_nodes)}
+    output_keys = {storage_key(t) for t in outputs}
+    leaves: dict[str, str] = {}
+    storages: dict[tuple[str, int], Storage] = {}
+    nodes: list[Node] = []
+
+    def leaf_label(leaf_node: Any) -> str:
+        var = leaf_node.variable
+        label = names.get(storage_key(var), (None,))[0] or f"leaf{len(leaves)}"
+        leaves.setdefault(label, f"parameter {tuple(var.shape)} {str(var.dtype).removeprefix('torch.')}")
+        return label
+
+    for i, gnode in enumerate(graph_nodes):
+        seq = gnode._sequence_nr()
+        where, call = (sources or {}).get(seq, (None, None))
+        inputs = tuple(
+            position[n] if n in position else leaf_label(n)
+            for n, _ in gnode.next_functions
+            if n is not None
+        )
+        name = gnode.name()
+        node = Node(name, op_name(gnode), i, where, call, inputs)
+        node.attributes = attributes(gnode)
+        slot_rules = _rules_by_slot(gnode)
+        node.described = slot_rules is not None
+        for saved in saved_slots(gnode):
+            t = saved.tensor
+            role, producer = _role(saved.slot, t, gnode, position, names)
+            storage = None
+            if t is not None and t.layout == torch.strided:
+                key = storage_key(t)
+                storage = storages.get(key)
+                if storage is None:
+                    var, is_param = names.get(key, (None, False))
+                    storage = Storage(
+                        key, storage_nbytes(t), str(t.device),
+                        names=(var,) if var else (), is_parameter=is_param,
+                        is_output=key in output_keys, weak=weak_storage(t),
+                    )
+                    storages[key] = storage
+            residual = Residual(
+                node=node,
+                slot=saved.slot,
+                shape=tuple(t.shape) if t is not None else None,
+                dtype=str(t.dtype).removeprefix("torch.") if t is not None else None,
+                device=str(t.device) if t is not None else None,
+                nbytes=visible_nbytes(t) if t is not None else None,
+                storage=storage,
+                role=role,
+                producer=producer,
+                rule=_rule_text(saved.slot, slot_rules),
+                held_in=saved.held_in,
+                status=saved.status,
+                version=t._version if t is not None else None,
+                error=saved.error,
+            )
+            if storage is not None:
+                storage.residuals.append(residual)
+            node.residuals.append(residual)
+        nodes.append(node)
+    return Trace(nodes, list(storages.values()), tuple(outputs), graph_nodes, leaves, sources is not None)
+
+
+def _rules_by_slot(gnode: Any) -> dict[str, list[str]] | None:
+    """slot -> the gradient formulas that read it, for a node in the rule table."""
+    table = rules.input_rules(gnode.name(), len(gnode.next_functions))
+    if table is None:
+        return None
+    slots = {a[len("_saved_"):] for a in dir(type(gnode)) if a.startswith("_saved_")}
+    by_slot: dict[str, list[str]] = {}
+    for input_name, formula in table:
+        for slot in rules.slots_read(formula, slots):
+            by_slot.setdefault(slot, []).append(f"grad_{input_name} = {formula}")
+    return by_slot
+
+
+def _rule_text(slot: str, by_slot: dict[str, list[str]] | None) -> str:
+    if by_slot is None:
+        return rules.NOT_DESCRIBED
+    base = slot.split("[")[0]
+    found = by_slot.get(base)
+    return "; ".join(found) if found else "saved, not read by the rules described"
+
+
+def _role(slot: str, t: torch.Tensor | None, gnode: Any, position: dict[Any, int],
+          names: dict[tuple[str, int], tuple[str, bool]]) -> tuple[str, int | str | None]:
+    """(input / parameter / output of which node / intermediate, and who produced it)."""
+    if t is None:
+        return "unknown (not held)", None
+    var, is_param = names.get(storage_key(t), (None, False)) if t.layout == torch.strided else (None, False)
+    producer = t.grad_fn
+    if producer is gnode or slot.startswith("result"):
+        return f"output of #{position[gnode]} {gnode.name()} (this node)", position[gnode]
+    if producer is None:
+        if t.requires_grad or is_param:
+            return (f"parameter {var}" if var else "parameter"), var or "parameter"
+        return (f"input {var}" if var else "input (no grad)"), var or "input"
+    if producer in position:
+        return f"output of #{position[producer]} {producer.name()}", position[producer]
+    return "intermediate (made outside the traced graph)", None

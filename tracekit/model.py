@@ -1,0 +1,208 @@
+"""The trace model: forward nodes, the residuals they saved, the storages behind them,
+and the observed reverse steps. Views read these; only `observe` writes lifetimes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .storage import StorageKey, format_bytes
+
+if TYPE_CHECKING:
+    import graphviz
+    import torch
+
+    from .render.table import Table
+
+
+@dataclass(eq=False)
+class Residual:
+    """One tensor PyTorch saved for a reverse rule, and what happened to it."""
+
+    node: Node = field(repr=False)
+    slot: str
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    device: str | None
+    nbytes: int | None  # visible bytes: the elements this tensor shows
+    storage: Storage | None = field(repr=False)
+    role: str
+    rule: str
+    producer: int | str | None = None  # forward node index, or the name of a leaf / input
+    held_in: str = "graph"  # graph, host (save_on_cpu), recomputed in backward (checkpoint), ...
+    status: str = "live"  # live, released, modified in place
+    version: int | None = None
+    error: str | None = field(default=None, repr=False)
+    released_at: int | None = None
+    freed_at: int | None = None
+    held_by: str | None = None
+
+    @property
+    def pinned_nbytes(self) -> int | None:
+        """Bytes of the whole allocation this residual keeps alive (None if the graph holds none)."""
+        return self.storage.nbytes if self.storage is not None else None
+
+    @property
+    def label(self) -> str:
+        """`#index NodeName.slot`, e.g. `#0 MulBackward0.other`."""
+        return f"#{self.node.index} {self.node.name}.{self.slot}"
+
+    def free_point(self) -> str:
+        """The lifetime in words: when autograd dropped it and whether its memory went away."""
+        if self.held_in.startswith("recomputed"):
+            return "not kept: recomputed in backward"
+        if self.status == "released" and self.released_at is None:
+            return "already freed before tracing"
+        parts = []
+        if self.released_at is not None:
+            parts.append(f"released after step {self.released_at}")
+        if self.freed_at is not None:
+            parts.append(f"freed after step {self.freed_at}")
+        elif self.held_by:
+            parts.append(f"held by {self.held_by}")
+        return "; ".join(parts) if parts else "live (backward not run)"
+
+
+@dataclass(eq=False)
+class Node:
+    """One forward operation as autograd recorded it (its backward node)."""
+
+    name: str  # PyTorch's, e.g. MulBackward0
+    op: str  # the forward op, e.g. mul
+    index: int  # forward order
+    source: str | None  # "file.py:12" under capture, else None
+    call: str | None  # the Python-level call that created it under capture, e.g. __mul__
+    inputs: tuple[int | str, ...]  # producer node index, or a leaf label
+    residuals: list[Residual] = field(default_factory=list, repr=False)
+    attributes: dict[str, Any] = field(default_factory=dict, repr=False)
+    described: bool = True  # whether rules.py explains this node
+
+
+@dataclass(eq=False)
+class Storage:
+    """One backing allocation that residuals point into, counted once."""
+
+    key: StorageKey
+    nbytes: int
+    device: str
+    residuals: list[Residual] = field(default_factory=list, repr=False)
+    names: tuple[str, ...] = ()  # user variables / parameters that point at it
+    is_parameter: bool = False
+    is_output: bool = False
+    weak: Any = field(default=None, repr=False)  # StorageWeakRef: tells when memory is gone
+
+    def expired(self) -> bool:
+        """True once the allocation has really been freed."""
+        return self.weak is not None and self.weak.expired()
+
+
+@dataclass(eq=False)
+class Step:
+    """One reverse rule as the engine ran it."""
+
+    index: int
+    node: Node
+    used: list[Residual]
+    released: list[Residual] = field(default_factory=list)
+    freed: list[Storage] = field(default_factory=list)
+
+
+class Trace:
+    """The forward/reverse trace of a graph: nodes, residuals, storages, observed steps."""
+
+    def __init__(
+        self,
+        nodes: list[Node],
+        storages: list[Storage],
+        outputs: tuple[torch.Tensor, ...],
+        graph_nodes: list[Any],
+        leaves: dict[str, str],
+        captured: bool,
+    ) -> None:
+        self.nodes = nodes
+        self.storages = storages
+        self.steps: list[Step] = []
+        self.leaves = leaves  # leaf label -> description (shape, parameter or input)
+        self.captured = captured
+        self.retained: bool | None = None  # after backward: whether the graph was kept
+        self.error: str | None = None  # PyTorch's message if the observed backward raised
+        self._outputs = outputs
+        self._graph_nodes = graph_nodes
+
+    @property
+    def residuals(self) -> list[Residual]:
+        """Every saved tensor of every node, in forward order."""
+        return [r for n in self.nodes for r in n.residuals]
+
+    @property
+    def saved_bytes(self) -> int:
+        """Bytes of the distinct storages the graph holds through its residuals."""
+        return sum(s.nbytes for s in self.storages)
+
+    @property
+    def saved_bytes_by_device(self) -> dict[str, int]:
+        """saved_bytes split by where the storages live (offloaded residuals count on the host)."""
+        out: dict[str, int] = {}
+        for s in self.storages:
+            out[s.device] = out.get(s.device, 0) + s.nbytes
+        return out
+
+    @property
+    def visible_bytes(self) -> int:
+        """Sum of the residuals' own element bytes: the naive estimate from shapes."""
+        return sum(r.nbytes or 0 for r in self.residuals)
+
+    def backward(
+        self,
+        gradient: Any = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+    ) -> Trace:
+        """Run backward on the real graph, recording the reverse order and free points."""
+        from .observe import observe_backward
+
+        observe_backward(self, gradient, retain_graph, create_graph)
+        return self
+
+    def draw(self, max_nodes: int = 60) -> graphviz.Digraph:
+        """The trace as a graphviz drawing: forward lane, reverse lane, residual edges."""
+        from .render.dot import trace_graph
+
+        return trace_graph(self, max_nodes=max_nodes)
+
+    def svg(self, max_nodes: int = 60) -> str:
+        """The drawing rendered to SVG (system `dot` if present, else the bundled renderer)."""
+        from .render.svg import render_svg
+
+        return render_svg(self.draw(max_nodes=max_nodes).source)
+
+    def table(self) -> Table:
+        """The residuals as a table (HTML in Jupyter, text in a terminal)."""
+        from .render.table import residual_table
+
+        return residual_table(self)
+
+    def text(self) -> str:
+        """Plain text with the same facts as the drawing."""
+        from .render.table import trace_text
+
+        return trace_text(self)
+
+    def summary(self) -> str:
+        """One line: nodes, residuals, storages and bytes."""
+        return (
+            f"{len(self.nodes)} forward ops, {len(self.residuals)} residuals in "
+            f"{len(self.storages)} storages: pinned {format_bytes(self.saved_bytes)}, "
+            f"visible {format_bytes(self.visible_bytes)}"
+        )
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        bundle = {"text/plain": self.text()}
+        try:
+            bundle["image/svg+xml"] = self.svg()
+        except Exception as err:  # a drawing problem must never hide the facts
+            bundle["text/plain"] += f"\n(drawing unavailable: {err})"
+        return bundle

@@ -1,0 +1,110 @@
+"""Observed backward: the real reverse order, when autograd releases each residual,
+and when each storage's memory actually goes away."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from . import rules
+from .errors import NotObservableError
+from .model import Residual, Step, Storage, Trace
+from .saved import RELEASED, saved_slots
+
+
+def _released_now(gnode: Any, residuals: list[Residual]) -> list[Residual]:
+    """Residuals of this node that autograd has dropped since they were traced."""
+    if not residuals:
+        return []
+    state = {s.slot: s.status for s in saved_slots(gnode)}
+    gone = [r for r in residuals if r.status != RELEASED and state.get(r.slot, RELEASED) == RELEASED]
+    if "saved_tensors" in state and state["saved_tensors"] == RELEASED:  # custom Function, all at once
+        gone = [r for r in residuals if r.status != RELEASED]
+    return gone
+
+
+def _used(step_node: Any, gnode: Any) -> list[Residual]:
+    """Residuals the rule reads for the gradients that are needed (all, for undescribed ops)."""
+    if not step_node.described:
+        return list(step_node.residuals)
+    needed = [n is not None for n, _ in gnode.next_functions]
+    table = rules.input_rules(gnode.name(), len(needed)) or []
+    slots = {r.slot.split("[")[0] for r in step_node.residuals}
+    read = {s for (_, formula), need in zip(table, needed) if need for s in rules.slots_read(formula, slots)}
+    return [r for r in step_node.residuals if r.slot.split("[")[0] in read]
+
+
+def _held_by(storage: Storage, retained: bool) -> str:
+    if retained:
+        return "the retained graph (retain_graph=True)"
+    name = storage.names[0] if storage.names else None
+    if storage.is_parameter:
+        return f"parameter {name}" if name else "a parameter"
+    if storage.is_output:
+        return f"output {name} (a live tensor)" if name else "the traced output (a live tensor)"
+    if name:
+        return f"user variable {name}"
+    return "a live reference outside this graph (another graph or a Python object)"
+
+
+def observe_backward(trace: Trace, gradient: Any, retain_graph: bool | None, create_graph: bool) -> None:
+    """Run torch.autograd.backward on the trace's outputs, recording steps into the trace."""
+    if trace.steps:
+        raise NotObservableError(
+            "this trace already observed a backward pass: call tk.trace(...) again on the "
+            "outputs to observe another one (after retain_graph=True)."
+        )
+    keep = create_graph if retain_graph is None else retain_graph
+    by_graph_node = {g: n for g, n in zip(trace._graph_nodes, trace.nodes)}
+    pending: dict[tuple[str, int], Storage] = {}
+    steps: list[Step] = []
+
+    def settle() -> None:
+        """Record what the previous step released and which storages died since."""
+        if not steps:
+            return
+        step = steps[-1]
+        if not keep:
+            step.released = _released_now(gnode_of[step.index], step.node.residuals)
+            for r in step.released:
+                r.status = RELEASED
+                r.released_at = step.index
+                if r.storage is not None:
+                    pending[r.storage.key] = r.storage
+        for key, storage in list(pending.items()):
+            if storage.expired():
+                step.freed.append(storage)
+                del pending[key]
+                for r in storage.residuals:
+                    r.freed_at = step.index
+
+    gnode_of: dict[int, Any] = {}
+
+    def make_hook(gnode: Any) -> Any:
+        node = by_graph_node[gnode]
+
+        def on_step(grad_outputs: Any) -> None:
+            settle()
+            index = len(steps)
+            gnode_of[index] = gnode
+            steps.append(Step(index, node, _used(node, gnode)))
+
+        return on_step
+
+    handles = [g.register_prehook(make_hook(g)) for g in trace._graph_nodes]
+    trace.steps = steps
+    trace.retained = keep
+    try:
+        torch.autograd.backward(trace._outputs, grad_tensors=gradient, retain_graph=keep, create_graph=create_graph)
+    except Exception as err:
+        trace.error = str(err)
+        raise
+    finally:
+        for h in handles:
+            h.remove()
+        settle()
+        for storage in trace.storages:
+            if not storage.expired():
+                for r in storage.residuals:
+                    r.held_by = _held_by(storage, keep)

@@ -1,0 +1,1 @@
+"""Views of a Trace: graphviz drawing, SVG rendering, text and HTML tables."""

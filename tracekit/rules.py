@@ -1,0 +1,99 @@
+"""The reverse rules, as a table a student can read.
+
+Each entry maps a PyTorch backward node to the gradient of each of its inputs, in the
+order PyTorch lists them (`grad_fn.next_functions`). A name in a formula that is one of
+the node's saved slots (`self`, `other`, `result`, `mat2`, ...) is a residual the rule
+reads; `grad` is the incoming gradient. Like HIPS/autograd's `defvjp` lines, the table
+shows at a glance whether a rule needs an input (`self`) or the output (`result`).
+"""
+
+from __future__ import annotations
+
+import re
+
+RULES: dict[str, dict[str, str]] = {
+    # arithmetic
+    "MulBackward0": {"self": "grad * other", "other": "grad * self"},
+    "MulBackward1": {"self": "grad * other"},
+    "DivBackward0": {"self": "grad / other", "other": "-grad * self / other**2"},
+    "DivBackward1": {"self": "grad / other"},
+    "AddBackward0": {"self": "grad", "other": "grad * alpha"},
+    "AddBackward1": {"self": "grad"},
+    "SubBackward0": {"self": "grad", "other": "-grad * alpha"},
+    "SubBackward1": {"self": "grad"},
+    "RsubBackward0": {"self": "-grad * alpha", "other": "grad"},
+    "RsubBackward1": {"self": "-grad * alpha"},
+    "NegBackward0": {"self": "-grad"},
+    "PowBackward0": {"self": "grad * exponent * self**(exponent - 1)"},
+    "PowBackward1": {"self": "grad * exponent * self**(exponent - 1)",
+                     "exponent": "grad * result * log(self)"},
+    "SqrtBackward0": {"self": "grad / (2 * result)"},
+    # pointwise functions: some read their input, some their own output
+    "ExpBackward0": {"self": "grad * result"},
+    "LogBackward0": {"self": "grad / self"},
+    "SigmoidBackward0": {"self": "grad * result * (1 - result)"},
+    "TanhBackward0": {"self": "grad * (1 - result**2)"},
+    "ReluBackward0": {"self": "grad * (result > 0)"},
+    "GeluBackward0": {"self": "grad * gelu'(self)"},
+    "SinBackward0": {"self": "grad * cos(self)"},
+    "CosBackward0": {"self": "-grad * sin(self)"},
+    # matrix products (linear = addmm / mm with a transposed weight)
+    "MmBackward0": {"self": "grad @ mat2.T", "mat2": "self.T @ grad"},
+    "BmmBackward0": {"self": "grad @ mat2.mT", "mat2": "self.mT @ grad"},
+    "MvBackward0": {"self": "outer(grad, vec)", "vec": "self.T @ grad"},
+    "DotBackward0": {"self": "grad * tensor", "tensor": "grad * self"},
+    "AddmmBackward0": {"self": "grad * beta", "mat1": "grad @ mat2.T * alpha",
+                       "mat2": "mat1.T @ grad * alpha"},
+    "LinearBackward0": {"input": "grad @ weight", "weight": "grad.T @ input", "bias": "grad.sum(0)"},
+    # reductions and normalisations
+    "SumBackward0": {"self": "grad.expand(self_sym_sizes)"},
+    "SumBackward1": {"self": "grad.expand(self_sym_sizes)"},
+    "MeanBackward0": {"self": "grad.expand(self_sym_sizes) / self_sym_numel"},
+    "MeanBackward1": {"self": "grad.expand(self_sym_sizes) / (elements averaged)"},
+    "SoftmaxBackward0": {"self": "result * (grad - (grad * result).sum(dim))"},
+    "LogSoftmaxBackward0": {"self": "grad - exp(result) * grad.sum(dim)"},
+    "NativeLayerNormBackward0": {
+        "input": "layer_norm_backward(grad, input, mean=result1, rstd=result2, weight)",
+        "weight": "(grad * (input - result1) * result2).sum()",
+        "bias": "grad.sum()",
+    },
+    "NativeDropoutBackward0": {"input": "grad * result1 * scale"},
+    "EmbeddingBackward0": {"weight": "index_add(zeros(weight_sym_argsize_0), indices, grad)"},
+    # views and layout: no residual, only sizes
+    "ViewBackward0": {"self": "grad.view(self_sym_sizes)"},
+    "UnsafeViewBackward0": {"self": "grad.reshape(self_sym_sizes)"},
+    "ReshapeAliasBackward0": {"self": "grad.reshape(self_sym_sizes)"},
+    "SliceBackward0": {"self": "zeros(self_sym_sizes)[start:end:step] = grad"},
+    "SelectBackward0": {"self": "zeros(self_sym_sizes).select(dim, index) = grad"},
+    "TransposeBackward0": {"self": "grad.transpose(dim0, dim1)"},
+    "TBackward0": {"self": "grad.t()"},
+    "PermuteBackward0": {"self": "grad.permute(inverse of dims)"},
+    "ExpandBackward0": {"self": "grad.sum_to_size(self_sym_sizes)"},
+    "CloneBackward0": {"self": "grad"},
+    "CatBackward0": {"tensors": "grad.split(tensors_args_sizes, dim)[i]"},
+    "StackBackward0": {"tensors": "grad.unbind(dim)[i]"},
+}
+
+NOT_DESCRIBED = "rule not described yet"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def input_rules(node_name: str, n_inputs: int) -> list[tuple[str, str]] | None:
+    """(input name, gradient formula) for each input of a node, or None if not in the table."""
+    table = RULES.get(node_name)
+    if table is None:
+        return None
+    items = list(table.items())
+    if len(items) == 1 and n_inputs > 1:  # one formula for a list input (cat, stack)
+        name, formula = items[0]
+        return [(f"{name}[{i}]", formula) for i in range(n_inputs)]
+    return items[:n_inputs] if n_inputs else items
+
+
+def slots_read(formula: str, slots: set[str]) -> list[str]:
+    """The saved slots a formula reads, in the order they appear."""
+    seen: list[str] = []
+    for name in _NAME.findall(formula):
+        if name in slots and name not in seen:
+            seen.append(name)
+    return seen
