@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -44,7 +45,12 @@ def op_name(node: Any) -> str:
     """The forward op behind a backward node: MulBackward0 -> mul, NativeLayerNormBackward0 -> layer_norm."""
     if is_custom_function(node):
         return node._forward_cls.__name__
-    base = re.sub(r"Backward\d*$", "", node.name().split("::")[-1])
+    return _op_from_name(node.name())
+
+
+@functools.lru_cache(maxsize=None)
+def _op_from_name(name: str) -> str:
+    base = re.sub(r"Backward\d*$", "", name.split("::")[-1])
     snake = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
     return snake.removeprefix("native_")
 
@@ -247,10 +253,15 @@ def build_trace(
 
 def _rules_by_slot(gnode: Any) -> dict[str, list[str]] | None:
     """slot -> the gradient formulas that read it, for a node in the rule table."""
-    table = rules.input_rules(gnode.name(), len(gnode.next_functions))
+    return _slot_rules(type(gnode), gnode.name(), len(gnode.next_functions))
+
+
+@functools.lru_cache(maxsize=None)
+def _slot_rules(kind: type, name: str, n_inputs: int) -> dict[str, list[str]] | None:
+    table = rules.input_rules(name, n_inputs)
     if table is None:
         return None
-    slots = {a[len("_saved_"):] for a in dir(type(gnode)) if a.startswith("_saved_")}
+    slots = {a[len("_saved_"):] for a in dir(kind) if a.startswith("_saved_")}
     by_slot: dict[str, list[str]] = {}
     for input_name, formula in table:
         for slot in rules.slots_read(formula, slots):

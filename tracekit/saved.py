@@ -90,13 +90,11 @@ def _read_raw(node: Any, slot: str, raw: Any, unpack: Any) -> SavedSlot:
         tensor = None if kind == RECOMPUTED else _first_tensor(packed)
         return SavedSlot(slot, LIVE, tensor, kind)
     data = raw.data
-    if data is None:
-        return SavedSlot(slot, RELEASED, None)
     try:
-        value = unpack()
+        value = unpack()  # None for a slot the op did not need to fill; raises once released
     except RuntimeError as err:
         text = str(err)
-        if "modified by an inplace operation" in text:
+        if data is not None and "modified by an inplace operation" in text:
             return SavedSlot(slot, MODIFIED, data, error=text)
         return SavedSlot(slot, RELEASED, None, error=text)
     if value is None:

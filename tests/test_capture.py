@@ -1,0 +1,182 @@
+"""Residuals come from the runtime; roles, rules, attributes; source lines; bad input."""
+
+import pytest
+import torch
+
+import tracekit as tk
+from tracekit.rules import NOT_DESCRIBED
+
+
+def neuron():
+    x = torch.tensor(1.0, requires_grad=True)
+    w = torch.tensor(2.0, requires_grad=True)
+    with tk.capture() as cap:
+        y = torch.sigmoid(w * x - 0.5)  # the line the trace must point at
+    return x, w, y, cap.trace(y)
+
+
+def test_neuron_trace_has_forward_order_residuals_and_source():
+    x, w, y, tr = neuron()
+    assert [n.name for n in tr.nodes] == ["MulBackward0", "SubBackward0", "SigmoidBackward0"]
+    assert [n.op for n in tr.nodes] == ["mul", "sub", "sigmoid"]
+    assert [n.index for n in tr.nodes] == [0, 1, 2]
+    assert all(n.source and n.source.startswith("test_capture.py:") for n in tr.nodes)
+    assert {(r.node.name, r.slot) for r in tr.residuals} == {
+        ("MulBackward0", "self"), ("MulBackward0", "other"), ("SigmoidBackward0", "result"),
+    }
+    by_slot = {r.slot: r for r in tr.residuals}
+    assert by_slot["other"].rule == "grad_self = grad * other"
+    assert by_slot["self"].rule == "grad_other = grad * self"
+    assert "result * (1 - result)" in by_slot["result"].rule
+    assert by_slot["self"].role == "parameter w" and by_slot["other"].role == "parameter x"
+    assert by_slot["result"].role.startswith("output of #2 SigmoidBackward0")
+    assert by_slot["result"].shape == () and by_slot["result"].dtype == "float32" and by_slot["result"].nbytes == 4
+    assert tr.steps == []
+    assert abs(y.item() - 0.8176) < 1e-4
+
+
+def test_trace_without_capture_walks_graph_only():
+    x = torch.randn(3, requires_grad=True)
+    y = x.exp().sum()
+    tr = tk.trace(y)
+    assert [n.op for n in tr.nodes] == ["exp", "sum"]
+    assert all(n.source is None for n in tr.nodes)
+    assert [r.slot for r in tr.residuals] == ["result"]
+    assert tr.nodes[1].attributes["self_sym_sizes"] == (3,)
+
+
+def _runtime_saved_tensors(grad_fn):
+    """An independent count: every tensor reachable through PyTorch's _saved_* getters."""
+    found, todo, seen = [], [grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, "_forward_cls"):
+            found += [(node.name(), "saved_tensors") for _ in node.saved_tensors]
+        for attr in dir(node):
+            if attr.startswith("_saved_"):
+                value = getattr(node, attr)
+                items = value if isinstance(value, tuple) else (value,)
+                found += [(node.name(), attr) for v in items if isinstance(v, torch.Tensor)]
+        todo += [n for n, _ in node.next_functions]
+    return found
+
+
+class SavesOutput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, scale):
+        out = torch.sigmoid(a) * scale
+        ctx.save_for_backward(a, out)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, out = ctx.saved_tensors
+        s = torch.sigmoid(a)
+        return grad * ctx.scale * s * (1 - s), None
+
+
+GRAPHS = {
+    "mlp": lambda a, w: torch.nn.functional.gelu(a @ w).pow(2).mean(),
+    "softmax": lambda a, w: torch.log_softmax(a @ w, dim=1).sum() + torch.softmax(a, 1).max(),
+    "norm": lambda a, w: torch.nn.functional.layer_norm(a, (4,)).tanh().sum(),
+    "views": lambda a, w: (a.t()[1:3] * a.reshape(4, 4)[:2]).sum(),
+    "custom": lambda a, w: SavesOutput.apply(a * 2, 3.0).sum(),
+    "cat": lambda a, w: torch.cat([a.sin(), a.cos(), a.exp()], 1).div(a.sum() + 5).log1p().sum(),
+    "indexing": lambda a, w: a[[0, 2]].relu().sum() + torch.embedding(w, torch.tensor([1, 3])).sum(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_every_runtime_saved_tensor_appears_once(name):
+    a = torch.randn(4, 4, requires_grad=True)
+    w = torch.randn(4, 4, requires_grad=True)
+    y = GRAPHS[name](a, w)
+    tr = tk.trace(y)
+    expected = _runtime_saved_tensors(y.grad_fn)
+    assert len(tr.residuals) == len(expected) > 0
+    assert sorted({r.node.name for r in tr.residuals}) == sorted({n for n, _ in expected})
+    assert all(r.shape is not None and r.storage is not None for r in tr.residuals)
+
+
+def test_custom_function_slots_and_attributes():
+    a = torch.randn(5, requires_grad=True)
+    y = SavesOutput.apply(a * 2, 3.0).sum()
+    tr = tk.trace(y)
+    node = next(n for n in tr.nodes if n.name == "SavesOutputBackward")
+    assert node.op == "SavesOutput"
+    assert [r.slot for r in node.residuals] == ["saved_tensors[0]", "saved_tensors[1]"]
+    assert node.residuals[0].role == "output of #0 MulBackward0"
+    assert node.residuals[1].shape == (5,)
+    assert node.residuals[0].rule == NOT_DESCRIBED
+    assert node.attributes == {"scale": 3.0}
+
+
+def test_non_tensor_saved_values_are_attributes_not_residuals():
+    a = torch.randn(2, 3, requires_grad=True)
+    y = a.pow(3).sum()
+    tr = tk.trace(y)
+    pow_node = tr.nodes[0]
+    assert pow_node.attributes == {"exponent": 3}
+    assert [r.slot for r in pow_node.residuals] == ["self"]
+    assert tr.nodes[1].residuals == [] and tr.nodes[1].attributes == {"self_sym_sizes": (2, 3)}
+
+
+def test_scalar_only_multiplication_saves_just_the_scalar():
+    big = torch.randn(100, requires_grad=True)
+    tr = tk.trace((big * 2.0).sum())
+    (mul,) = [n for n in tr.nodes if n.op == "mul"]
+    assert [r.slot for r in mul.residuals] == []  or [r.slot for r in mul.residuals] == ["other"]
+    assert all(r.nbytes <= 8 for r in mul.residuals)  # the 400-byte input is not saved
+
+
+def test_unknown_op_shows_residuals_with_plain_line():
+    a = torch.rand(4, requires_grad=True) + 0.5
+    y = torch.atan2(a, a.detach() + 1).cumprod(0).sum()
+    tr = tk.trace(y)
+    atan = next(n for n in tr.nodes if n.op == "atan2")
+    assert not atan.described
+    assert atan.residuals and all(r.rule == NOT_DESCRIBED for r in atan.residuals)
+
+
+def test_source_points_at_the_users_line():
+    a = torch.randn(3, requires_grad=True)
+    with tk.capture() as cap:
+        b = a.exp()
+        c = b.sin().sum()
+    tr = cap.trace(c)
+    lines = [int(n.source.split(":")[1]) for n in tr.nodes]
+    assert lines[0] + 1 == lines[1] == lines[2]
+    assert tr.nodes[0].call == "exp"
+
+
+def test_bad_inputs_raise_clear_errors():
+    with pytest.raises(tk.NotATensorError, match="not a torch.Tensor"):
+        tk.trace(3.0)
+    with pytest.raises(tk.NoHistoryError, match="requires_grad=True"):
+        tk.trace(torch.ones(2))
+    with pytest.raises(tk.NoHistoryError, match="leaf"):
+        tk.trace(torch.ones(2, requires_grad=True))
+    with pytest.raises(tk.NotATensorError):
+        tk.trace()
+    with tk.capture():
+        with pytest.raises(tk.NestedCaptureError, match="already active"):
+            with tk.capture():
+                pass
+    with tk.capture():  # the outer block closed cleanly: a new one opens
+        pass
+    assert issubclass(tk.NoHistoryError, tk.TracekitError)
+
+
+def test_already_freed_graph_traces_with_residuals_marked_freed():
+    x = torch.randn(3, requires_grad=True)
+    y = (x.exp() * x).sum()
+    y.backward()
+    tr = tk.trace(y)
+    assert tr.residuals and all(r.status == "released" for r in tr.residuals)
+    assert all(r.free_point() == "already freed before tracing" for r in tr.residuals)
+    assert tr.saved_bytes == 0
+    assert "already freed" in tr.text()
