@@ -1,0 +1,178 @@
+"""Memory by storage, observed free points, hooks that move residuals elsewhere."""
+
+import torch
+import torch.utils.checkpoint as checkpoint
+
+import tracekit as tk
+
+MIB = 1 << 20
+
+
+def test_small_slice_pins_whole_allocation():
+    big = torch.randn(1024, 1024) * 1  # 4 MiB, not a leaf
+    big.requires_grad_(False)
+    src = big.clone().requires_grad_(True)
+    base = src * 1.0
+    piece = base[0, :5]  # 20 visible bytes
+    y = piece.exp().sin().sum()  # sin saves exp's output: a fresh 20-byte tensor
+    z = (piece * 3.0).pow(2).sum()  # pow saves `piece * 3` (fresh) ...
+    w = (base[0, :5] * base[1, :5]).sum()  # ... mul saves two slices of the 4 MiB base
+    tr = tk.trace(w)
+    (mul,) = [n for n in tr.nodes if n.name == "MulBackward0" and len(n.residuals) == 2]
+    for r in mul.residuals:
+        assert r.nbytes == 20
+        assert r.pinned_nbytes == 4 * MIB
+    (big_storage,) = [s for s in tr.storages if s.nbytes == 4 * MIB]
+    assert len(big_storage.residuals) == 2  # two views, one allocation, counted once
+    others = [s for s in tr.storages if s is not big_storage]
+    assert [s.nbytes for s in others] == [8]  # `src * 1.0` saved the scalar as a float64 tensor
+    assert tr.saved_bytes == 4 * MIB + 8
+    assert tr.visible_bytes == 40 + 8
+    assert tr.saved_bytes_by_device == {"cpu": 4 * MIB + 8}
+    assert "20 B" in tr.text() and "4.0 MiB" in tr.text()
+    del y, z
+
+
+def test_views_of_one_storage_count_once_and_fresh_tensors_separately():
+    a = torch.randn(8, 8, requires_grad=True)
+    h = a * 2  # 256 bytes
+    y = (h[:4] * h[4:]).sum() + h.t().exp().sum()
+    tr = tk.trace(y)
+    h_key = (str(h.device), h.untyped_storage().data_ptr())
+    shared = [s for s in tr.storages if s.key == h_key]
+    assert len(shared) == 1 and len(shared[0].residuals) == 2
+    exp_result = [r for r in tr.residuals if r.slot == "result"][0]
+    assert exp_result.storage is not shared[0]
+    assert tr.saved_bytes == sum(s.nbytes for s in tr.storages) == 256 + 256 + 8  # h, exp's result, the scalar 2
+    assert tr.visible_bytes == 128 + 128 + 256 + 8
+
+
+def test_neuron_backward_observes_order_release_and_holders():
+    x = torch.tensor(1.0, requires_grad=True)
+    w = torch.tensor(2.0, requires_grad=True)
+    with tk.capture() as cap:
+        y = torch.sigmoid(w * x - 0.5)
+    tr = cap.trace(y)
+    assert tr.backward() is tr
+    assert [s.node.name for s in tr.steps] == ["SigmoidBackward0", "SubBackward0", "MulBackward0"]
+    assert [[r.slot for r in s.used] for s in tr.steps] == [["result"], [], ["self", "other"]]
+    assert [[r.slot for r in s.released] for s in tr.steps] == [["result"], [], ["self", "other"]]
+    by_slot = {r.slot: r for r in tr.residuals}
+    assert by_slot["result"].released_at == 0 and by_slot["self"].released_at == 2
+    # nothing is actually freed: y, w and x are all alive in this function
+    assert all(s.freed == [] for s in tr.steps)
+    assert by_slot["self"].held_by == "parameter w"
+    assert by_slot["other"].held_by == "parameter x"
+    assert by_slot["result"].held_by == "output y (a live tensor)"
+    assert abs(x.grad.item() - 0.2983) < 1e-4 and abs(w.grad.item() - 0.1491) < 1e-4
+    assert "released after step 2; held by parameter w" in tr.text()
+
+
+def test_intermediate_storage_freed_at_its_step():
+    a = torch.randn(1000, requires_grad=True)
+    y = a.exp().sin().sum()  # exp's result is saved by exp (result) and sin (self)
+    tr = tk.trace(y)
+    tr.backward()
+    names = [s.node.name for s in tr.steps]
+    assert names == ["SumBackward0", "SinBackward0", "ExpBackward0"]
+    sin_self = tr.nodes[1].residuals[0]
+    exp_result = tr.nodes[0].residuals[0]
+    assert sin_self.storage is exp_result.storage
+    assert sin_self.released_at == 1 and exp_result.released_at == 2
+    assert sin_self.freed_at == exp_result.freed_at == 2  # memory goes only when the last holder lets go
+    assert tr.steps[2].freed == [exp_result.storage] and exp_result.storage.nbytes == 4000
+    assert exp_result.held_by is None
+
+
+def test_parameter_held_past_backward():
+    model = torch.nn.Linear(16, 4)
+    inp = torch.randn(8, 16)
+    loss = model(inp).relu().sum()
+    tr = tk.trace(loss)
+    addmm = next(n for n in tr.nodes if n.name == "AddmmBackward0")
+    # the input needs no grad, so PyTorch saves only mat1 (for the weight's gradient)
+    assert [r.slot for r in addmm.residuals] == ["mat1"]
+    tr.backward()
+    (mat1,) = addmm.residuals
+    assert mat1.role == "input inp" and mat1.released_at == 2
+    assert mat1.held_by == "user variable inp" and mat1.freed_at is None
+    assert tr.nodes[0].name == "TBackward0" and tr.nodes[0].inputs == ("model.weight",)
+
+    inp.requires_grad_(True)  # now the weight (as a transposed view) is saved too
+    tr = tk.trace(model(inp).sum())
+    addmm = next(n for n in tr.nodes if n.name == "AddmmBackward0")
+    mat2 = next(r for r in addmm.residuals if r.slot == "mat2")
+    assert mat2.role == "output of #0 TBackward0" and mat2.shape == (16, 4)
+    tr.backward()
+    assert mat2.held_by == "parameter model.weight"  # the view shares the parameter's storage
+    assert mat2.freed_at is None and mat2.storage.nbytes == 16 * 4 * 4
+
+
+def test_retain_graph_releases_nothing_and_second_backward_works():
+    a = torch.randn(5, requires_grad=True)
+    y = (a.exp() * a).sum()
+    tr = tk.trace(y)
+    tr.backward(retain_graph=True)
+    assert tr.retained is True
+    assert all(s.released == [] and s.freed == [] for s in tr.steps)
+    assert all(r.status == "live" and r.held_by == "the retained graph (retain_graph=True)" for r in tr.residuals)
+    assert "retain_graph: nothing released" in tr.text()
+    first = a.grad.clone()
+    tr2 = tk.trace(y).backward()
+    assert torch.equal(a.grad, 2 * first)
+    assert all(r.released_at is not None for r in tr2.residuals)
+
+
+def test_checkpointed_residuals_are_recomputed_not_pinned():
+    a = torch.randn(256, requires_grad=True)
+    h = checkpoint.checkpoint(lambda v: v.sin().cos(), a, use_reentrant=False)
+    y = (h * 2).sum()
+    tr = tk.trace(y)
+    inside = [n for n in tr.nodes if n.op in ("sin", "cos")]
+    assert inside and all(r.held_in.startswith("recomputed") and r.storage is None for n in inside for r in n.residuals)
+    assert tr.saved_bytes == 8  # only the scalar 2 kept by the outer mul
+    tr.backward()
+    ref = torch.randn(256)
+    assert a.grad.shape == ref.shape
+
+
+def test_offloaded_residuals_live_on_host():
+    a = torch.randn(64, requires_grad=True)
+    with torch.autograd.graph.save_on_cpu():
+        y = (a.sin() * a).sum()
+    tr = tk.trace(y)
+    assert tr.residuals and all(r.held_in == "host (save_on_cpu)" for r in tr.residuals)
+    assert all(r.device == "cpu" for r in tr.residuals)
+    assert tr.saved_bytes_by_device == {"cpu": 256 + 256}  # sin's input a and its output, same a shared
+    tr.backward()
+    assert torch.allclose(a.grad, a.detach().sin() + a.detach() * a.detach().cos())
+
+
+def test_custom_hook_residuals_are_named():
+    def pack(t):
+        return ("packed", t.clone())
+
+    def unpack(p):
+        return p[1]
+
+    a = torch.randn(4, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = a.exp().sum()
+    tr = tk.trace(y)
+    (r,) = tr.residuals
+    assert r.held_in == "custom saved-tensor hook test_custom_hook_residuals_are_named.<locals>.unpack"
+    assert r.shape == (4,) and r.storage.nbytes == 16
+
+
+def test_deep_graph_traces_without_recursion():
+    x = torch.randn(4, requires_grad=True)
+    v = x
+    for _ in range(5000):
+        v = v * 1.001
+    tr = tk.trace(v.sum())
+    assert len(tr.nodes) == 5001
+    tr.backward()
+    assert len(tr.steps) == 5001
+    g = tr.draw(max_nodes=40)
+    assert "showing 40 of 5001 nodes; 4961 collapsed (mul ×4961" in g.source
+    assert g.source.count("->") < 300
