@@ -22,6 +22,7 @@ from .storage import storage_key, storage_nbytes, visible_nbytes, weak_storage
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OWN_DIR = os.path.dirname(__file__)
+_USER_FACING = ("cli.py", "scenarios.py", "lab.py")  # tracekit files that run user-level programs
 _active = threading.local()
 _NO_SEQUENCE = 2**64 - 1  # AccumulateGrad nodes carry no forward position
 
@@ -31,7 +32,8 @@ def _user_frame() -> FrameType | None:
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not (name.startswith(_TORCH_DIR) or name.startswith(_OWN_DIR) or name.startswith("<frozen")):
+        internal = name.startswith(_OWN_DIR) and not name.endswith(_USER_FACING)
+        if not (internal or name.startswith((_TORCH_DIR, "<frozen"))):
             return frame
         frame = frame.f_back
     return None
@@ -48,7 +50,7 @@ def op_name(node: Any) -> str:
     return _op_from_name(node.name())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _op_from_name(name: str) -> str:
     base = re.sub(r"Backward\d*$", "", name.split("::")[-1])
     snake = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
@@ -222,6 +224,7 @@ def build_trace(
                 storage = storages.get(key)
                 if storage is None:
                     var, is_param = names.get(key, (None, False))
+                    is_param = is_param or (t.is_leaf and t.requires_grad)
                     storage = Storage(
                         key, storage_nbytes(t), str(t.device),
                         names=(var,) if var else (), is_parameter=is_param,
@@ -256,7 +259,7 @@ def _rules_by_slot(gnode: Any) -> dict[str, list[str]] | None:
     return _slot_rules(type(gnode), gnode.name(), len(gnode.next_functions))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _slot_rules(kind: type, name: str, n_inputs: int) -> dict[str, list[str]] | None:
     table = rules.input_rules(name, n_inputs)
     if table is None:

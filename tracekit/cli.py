@@ -40,7 +40,10 @@ def _demo(x_value: float, w_value: float, b_value: float, out: str) -> int:
     tr = cap.trace(y)
     tr.backward()
     print(f"sigmoid neuron: x={x_value:g}, w={w_value:g}, b={b_value:g}")
-    print(f"z = w*x + b = {z.item():.4f}   y = sigmoid(z) = {y.item():.4f}   dy/dx = {x.grad.item():.4f}   dy/dw = {w.grad.item():.4f}")
+    print(
+        f"z = w*x + b = {z.item():.4f}   y = sigmoid(z) = {y.item():.4f}   "
+        f"dy/dx = {x.grad.item():.4f}   dy/dw = {w.grad.item():.4f}"
+    )
     print()
     print(tr.text())
     try:

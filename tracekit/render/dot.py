@@ -60,21 +60,6 @@ def trace_graph(trace: Trace, max_nodes: int = 60) -> graphviz.Digraph:
     order = [s.node.index for s in trace.steps] or [n.index for n in reversed(trace.nodes)]
     order += [n.index for n in reversed(trace.nodes) if n.index not in step_of and n.index not in order]
 
-    with g.subgraph(name="cluster_forward") as fw:
-        fw.attr(label="forward (execution order)", color=FORWARD, style="rounded")
-        previous = None
-        for node in trace.nodes:
-            if node.index not in keep:
-                if previous == fid(node.index):
-                    continue
-                fw.node(fid(node.index), f"… {len(hidden)} nodes collapsed …", style="dashed")
-            else:
-                where = f"\\n{_esc(node.source)}" if node.source else ""
-                fw.node(fid(node.index), f"#{node.index} {_esc(node.op)}{where}", color=FORWARD)
-            if previous is not None:
-                fw.edge(previous, fid(node.index), style="invis", weight="10")
-            previous = fid(node.index)
-
     with g.subgraph(name="cluster_reverse") as rv:
         kept = " (retain_graph: nothing released)" if trace.retained else ""
         label = "reverse (observed order)" + kept if trace.steps else "reverse (expected order; not run yet)"
@@ -95,6 +80,21 @@ def trace_graph(trace: Trace, max_nodes: int = 60) -> graphviz.Digraph:
             if previous is not None:
                 rv.edge(previous, rid(index), style="invis", weight="10")
             previous = rid(index)
+
+    with g.subgraph(name="cluster_forward") as fw:
+        fw.attr(label="forward (execution order)", color=FORWARD, style="rounded")
+        previous = None
+        for node in trace.nodes:
+            if node.index not in keep:
+                if previous == fid(node.index):
+                    continue
+                fw.node(fid(node.index), f"… {len(hidden)} nodes collapsed …", style="dashed")
+            else:
+                where = f"\\n{_esc(node.source)}" if node.source else ""
+                fw.node(fid(node.index), f"#{node.index} {_esc(node.op)}{where}", color=FORWARD)
+            if previous is not None:
+                fw.edge(previous, fid(node.index), style="invis", weight="10")
+            previous = fid(node.index)
 
     drawn: set[tuple[str, str]] = set()
     for node in trace.nodes:

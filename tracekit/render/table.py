@@ -64,17 +64,24 @@ def residual_table(trace: Trace) -> Table:
     return Table(COLUMNS, [residual_row(r) for r in trace.residuals])
 
 
+def _inputs(inputs: tuple[int | str, ...]) -> str:
+    return ", ".join(i if isinstance(i, str) else f"#{i}" for i in inputs)
+
+
 def trace_text(trace: Trace) -> str:
     """The whole trace in plain text: forward ops, residuals, observed reverse steps."""
     out = [f"trace: {trace.summary()}"]
     out.append("forward (execution order)")
     fwd = [
-        (f"#{n.index}", n.op, n.name, n.source or "-", ", ".join(str(i) if isinstance(i, str) else f"#{i}" for i in n.inputs))
+        (f"#{n.index}", n.op, n.name, n.source or "-", _inputs(n.inputs))
         for n in trace.nodes
     ]
     out.append(_aligned(("node", "op", "backward", "source", "inputs"), fwd, "  "))
     out.append("residuals")
-    out.append(_aligned(COLUMNS, [residual_row(r) for r in trace.residuals], "  ") if trace.residuals else "  (none: no rule saved anything)")
+    if trace.residuals:
+        out.append(_aligned(COLUMNS, [residual_row(r) for r in trace.residuals], "  "))
+    else:
+        out.append("  (none: no rule saved anything)")
     if trace.steps or trace.error:
         kept = " (retain_graph: nothing released)" if trace.retained else ""
         out.append(f"reverse (observed){kept}")

