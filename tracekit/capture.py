@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import rules
+from . import keeper, rules
 from .errors import NestedCaptureError, NoHistoryError, NotATensorError
 from .model import Node, Residual, Storage, Trace
 from .saved import attributes, is_custom_function, saved_slots
@@ -190,6 +190,7 @@ def build_trace(
     roots = _check_outputs(outputs)
     everything = _walk(roots)
     graph_nodes = sorted((n for n in everything if not _is_leaf_node(n)), key=lambda n: n._sequence_nr())
+    keeper.keep(graph_nodes)
     position = {n: i for i, n in enumerate(graph_nodes)}
     output_keys = {storage_key(t) for t in outputs}
     leaves: dict[str, str] = {}

@@ -1,0 +1,75 @@
+"""Safe teardown for very deep graphs that tracekit has walked.
+
+Since PyTorch moved autograd nodes to intrusive_ptr (2.13), a node that Python has
+touched is owned through its Python wrapper, and freeing a long chain of such nodes
+recurses once per node (THPCppFunction_dealloc -> ~Node -> decref -> ...): a chain of
+~60,000 walked nodes overflows the C stack when the user drops the output. tracekit
+walks every node, so for deep graphs it keeps every SPACING-th node alive; when the
+rest of the graph is gone it lets them go top-down, each drop freeing at most SPACING
+nodes. Shallow graphs (the usual case) are not touched.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import gc
+import sys
+import threading
+from typing import Any
+
+DEEP = 20_000  # graphs with fewer nodes than this free safely on their own
+SPACING = 2_000
+
+_chains: list[list[Any]] = []
+_lock = threading.Lock()
+
+
+def keep(graph_nodes: list[Any]) -> None:
+    """Hold every SPACING-th node (in forward order) of a deep graph until it is safe to free."""
+    if len(graph_nodes) < DEEP:
+        return
+    chain = list(graph_nodes[::SPACING])
+    if chain[-1] is not graph_nodes[-1]:
+        chain.append(graph_nodes[-1])
+    with _lock:
+        _chains.append(chain)
+    sweep()
+
+
+def sweep() -> None:
+    """Release the kept nodes that nothing else holds, from the top of each chain down."""
+    if not _chains or not _lock.acquire(blocking=False):
+        return
+    try:
+        for chain in list(_chains):
+            # refcount 2 = the chain's list + getrefcount's own argument: no one else holds it
+            while chain and sys.getrefcount(chain[-1]) <= 2:
+                chain.pop()  # frees this node and what hangs below it, down to the next kept node
+            if not chain:
+                _chains.remove(chain)
+    finally:
+        _lock.release()
+
+
+def pending() -> int:
+    """How many kept nodes are still waiting to be released (for tests)."""
+    return sum(len(c) for c in _chains)
+
+
+def _on_gc(phase: str, info: dict[str, Any]) -> None:
+    if phase == "stop" and _chains:
+        sweep()
+
+
+def _at_exit() -> None:
+    sweep()
+    # what is still held (an output alive in a module global) would cascade during
+    # interpreter teardown: hold it forever instead; the OS reclaims the memory
+    for chain in _chains:
+        for node in chain:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(node))
+
+
+gc.callbacks.append(_on_gc)
+atexit.register(_at_exit)
