@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import re
 import sys
@@ -16,7 +17,7 @@ from torch.overrides import TorchFunctionMode
 
 from . import keeper, rules
 from .errors import NestedCaptureError, NoHistoryError, NotATensorError
-from .model import Node, Residual, Storage, Trace
+from .model import Mutation, Node, Residual, Storage, Trace
 from .saved import attributes, is_custom_function, saved_slots
 from .storage import storage_key, storage_nbytes, visible_nbytes, weak_storage
 
@@ -57,21 +58,31 @@ def _op_from_name(name: str) -> str:
     return snake.removeprefix("native_")
 
 
-class _Recorder(TorchFunctionMode):
-    """Sees each torch call; gives the nodes it created their source line and call name."""
+def _is_inplace(call: str) -> bool:
+    return (call.endswith("_") and not call.startswith("_")) or (call.startswith("__i") and call.endswith("__"))
 
-    def __init__(self, sources: dict[int, tuple[str, str]]) -> None:
+
+class _Recorder(TorchFunctionMode):
+    """Sees each torch call; gives the nodes it created their source line and call name,
+    and remembers in-place calls (which bump a tensor's version counter)."""
+
+    def __init__(self, sources: dict[int, tuple[str, str]], mutations: list[Mutation]) -> None:
         super().__init__()
         self.sources = sources
+        self.mutations = mutations
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         result = func(*args, **(kwargs or {}))
+        call = getattr(func, "__name__", str(func))
         roots = [t.grad_fn for t in _tensors_in(result) if t.grad_fn is not None]
-        if roots:
+        mutated = args[0] if args and isinstance(args[0], torch.Tensor) and _is_inplace(call) else None
+        if roots or mutated is not None:
             frame = _user_frame()
             where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}" if frame else None
-            call = getattr(func, "__name__", str(func))
-            _mark_new(roots, self.sources, where, call)
+            if roots:
+                _mark_new(roots, self.sources, where, call)
+            if mutated is not None and mutated.layout == torch.strided:
+                self.mutations.append(Mutation(call, where, storage_key(mutated), mutated._version))
         return result
 
 
@@ -100,6 +111,7 @@ class capture:
 
     def __init__(self) -> None:
         self.sources: dict[int, tuple[str, str]] = {}
+        self.mutations: list[Mutation] = []
         self._mode: _Recorder | None = None
 
     def __enter__(self) -> capture:
@@ -109,7 +121,7 @@ class capture:
                 "first, or trace everything from the outer one."
             )
         _active.capture = self
-        self._mode = _Recorder(self.sources)
+        self._mode = _Recorder(self.sources, self.mutations)
         self._mode.__enter__()
         return self
 
@@ -121,7 +133,7 @@ class capture:
 
     def trace(self, *outputs: torch.Tensor) -> Trace:
         """The trace of the graph behind `outputs`, with forward order and source lines."""
-        return build_trace(outputs, self.sources, _caller_names())
+        return build_trace(outputs, self.sources, _caller_names(), self.mutations)
 
 
 def trace(*outputs: torch.Tensor) -> Trace:
@@ -133,7 +145,10 @@ def _caller_names() -> dict[tuple[str, int], tuple[str, bool]]:
     """Names the user's code gives to tensors and parameters: storage key -> (name, parameter)."""
     names: dict[tuple[str, int], tuple[str, bool]] = {}
     frame = _user_frame()
-    for scope in (frame.f_locals, frame.f_globals) if frame else ():
+    if frame is None:
+        return names
+    local_scope = frame.f_locals
+    for scope in (local_scope, frame.f_globals):
         for var, value in list(scope.items()):
             if var.startswith("_"):
                 continue
@@ -143,7 +158,19 @@ def _caller_names() -> dict[tuple[str, int], tuple[str, bool]]:
             elif isinstance(value, torch.nn.Module):
                 for pname, p in value.named_parameters():
                     names.setdefault(storage_key(p), (f"{var}.{pname}", True))
+    _forget_snapshot(frame, local_scope)
     return names
+
+
+def _forget_snapshot(frame: FrameType, scope: dict[str, Any]) -> None:
+    """Before Python 3.13, reading a function frame's f_locals leaves a dict on the frame that
+    keeps every local alive (a `del y` would no longer free y's graph). Drop the tensors
+    and modules from that snapshot so tracing never extends a lifetime. (3.13+ returns a
+    write-through proxy: nothing to drop, and deleting would delete the variable.)"""
+    if sys.version_info >= (3, 13) or not frame.f_code.co_flags & inspect.CO_OPTIMIZED or scope is frame.f_globals:
+        return
+    for var in [k for k, v in scope.items() if isinstance(v, (torch.Tensor, torch.nn.Module))]:
+        del scope[var]
 
 
 def _walk(roots: list[Any]) -> list[Any]:
@@ -185,6 +212,7 @@ def build_trace(
     outputs: tuple[torch.Tensor, ...],
     sources: dict[int, tuple[str, str]] | None,
     names: dict[tuple[str, int], tuple[str, bool]],
+    mutations: list[Mutation] | None = None,
 ) -> Trace:
     """Walk the graph once and turn what autograd holds into a Trace."""
     roots = _check_outputs(outputs)
@@ -248,11 +276,28 @@ def build_trace(
                 version=t._version if t is not None else None,
                 error=saved.error,
             )
+            if saved.status == "modified in place":
+                _explain_modification(residual, saved.error or "", mutations or [], t)
             if storage is not None:
                 storage.residuals.append(residual)
             node.residuals.append(residual)
         nodes.append(node)
-    return Trace(nodes, list(storages.values()), tuple(outputs), graph_nodes, leaves, sources is not None)
+    trace = Trace(nodes, list(storages.values()), tuple(outputs), graph_nodes, leaves, sources is not None)
+    trace.mutations = list(mutations or [])
+    return trace
+
+
+_VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
+
+
+def _explain_modification(residual: Residual, error: str, mutations: list[Mutation], t: torch.Tensor | None) -> None:
+    """Fill in the versions (from PyTorch's own message) and the in-place calls that bumped them."""
+    found = _VERSIONS.search(error)
+    if found:
+        residual.version, residual.saved_version = int(found.group(1)), int(found.group(2))
+    if t is not None and t.layout == torch.strided:
+        key = storage_key(t)
+        residual.modified_by = [m for m in mutations if m.storage == key]
 
 
 def _rules_by_slot(gnode: Any) -> dict[str, list[str]] | None:
@@ -286,6 +331,8 @@ def _role(slot: str, t: torch.Tensor | None, gnode: Any, position: dict[Any, int
     """(input / parameter / output of which node / intermediate, and who produced it)."""
     if t is None:
         return "unknown (not held)", None
+    if t.grad_fn is not None and t.grad_fn is not gnode and t.grad_fn not in position and t._version > 0:
+        return "modified in place after it was saved", None
     var, is_param = names.get(storage_key(t), (None, False)) if t.layout == torch.strided else (None, False)
     producer = t.grad_fn
     if producer is gnode or slot.startswith("result"):

@@ -36,6 +36,8 @@ class Residual:
     released_at: int | None = None
     freed_at: int | None = None
     held_by: str | None = None
+    saved_version: int | None = None  # version counter when saved (known once it changed)
+    modified_by: list[Mutation] = field(default_factory=list)  # in-place calls seen under capture
 
     @property
     def pinned_nbytes(self) -> int | None:
@@ -53,6 +55,9 @@ class Residual:
             return "not kept: recomputed in backward"
         if self.status == "released" and self.released_at is None:
             return "already freed before tracing"
+        if self.status == "modified in place":
+            by = ", ".join(str(m) for m in self.modified_by) or "an in-place op"
+            return f"modified in place by {by}: saved at version {self.saved_version}, now {self.version}"
         parts = []
         if self.released_at is not None:
             parts.append(f"released after step {self.released_at}")
@@ -61,6 +66,20 @@ class Residual:
         elif self.held_by:
             parts.append(f"held by {self.held_by}")
         return "; ".join(parts) if parts else "live (backward not run)"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """An in-place call seen under capture: it bumped the version counter of a storage."""
+
+    call: str  # e.g. add_
+    source: str | None  # file.py:12
+    storage: StorageKey
+    version: int  # the tensor's version right after the call
+
+    def __str__(self) -> str:
+        where = f" at {self.source}" if self.source else ""
+        return f"{self.call}{where} (version -> {self.version})"
 
 
 @dataclass(eq=False)
@@ -126,6 +145,7 @@ class Trace:
         self.captured = captured
         self.retained: bool | None = None  # after backward: whether the graph was kept
         self.error: str | None = None  # PyTorch's message if the observed backward raised
+        self.mutations: list[Mutation] = []  # in-place calls seen under capture
         self._outputs = outputs
         self._graph_nodes = graph_nodes
 
@@ -146,6 +166,11 @@ class Trace:
         for s in self.storages:
             out[s.device] = out.get(s.device, 0) + s.nbytes
         return out
+
+    def graph_owned_storages(self) -> list[Storage]:
+        """Storages only the graph holds (not parameters, named user variables or the outputs):
+        what dropping the graph gives back."""
+        return [s for s in self.storages if not s.is_parameter and not s.names and not s.is_output]
 
     @property
     def visible_bytes(self) -> int:

@@ -23,6 +23,16 @@ def visible_nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
+CUDA_BLOCK = 512  # the CUDA caching allocator hands out multiples of 512 bytes
+
+
+def allocated_bytes(nbytes: int, device: str) -> int:
+    """What an allocator counts for a storage of `nbytes`: CUDA rounds up to 512-byte blocks."""
+    if device.startswith("cuda"):
+        return -(-nbytes // CUDA_BLOCK) * CUDA_BLOCK if nbytes else 0
+    return nbytes
+
+
 def weak_storage(t: torch.Tensor) -> StorageWeakRef:
     """A weak reference to the storage of `t`: tells when the memory is really gone."""
     return StorageWeakRef(t.untyped_storage())
