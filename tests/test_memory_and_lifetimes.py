@@ -228,3 +228,34 @@ def test_deep_walked_graph_frees_without_crashing(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "pending after drop: 0" in done.stdout and "done" in done.stdout
+
+
+def test_tracing_inside_a_function_does_not_extend_lifetimes():
+    """Reading a function's locals for names must not keep its tensors alive after `del`."""
+
+    def body():
+        a = torch.randn(256, requires_grad=True)
+        y = (a.exp() * a).sum()
+        tr = tk.trace(y)
+        (exp_storage,) = tr.graph_owned_storages()
+        del tr, y
+        return exp_storage.expired()
+
+    assert body() is True
+
+
+def test_measured_graph_bytes_match_the_trace():
+    a = torch.randn(1000, requires_grad=True)
+    with tk.measure("cpu") as probe:
+        y = (a.exp() * a.sin()).sum()
+        probe.mark("after forward")
+        tr = tk.trace(y)
+        predicted = sum(s.nbytes for s in tr.graph_owned_storages()) + y.nbytes
+        del tr, y
+        probe.mark("after drop")
+    m = probe.result
+    # exp keeps its result, mul keeps exp's result (shared) and sin's result; sin keeps a (a leaf,
+    # not the graph's to free); plus the 4-byte output
+    assert predicted == 2 * 4000 + 4
+    assert m.marks["after forward"] == predicted
+    assert m.marks["after drop"] == 0

@@ -1,12 +1,35 @@
 """tracekit: see which forward values reverse-mode autodiff keeps, and for how long."""
 
+from . import scenarios
 from .capture import build_trace, capture, trace
 from .errors import NestedCaptureError, NoHistoryError, NotATensorError, NotObservableError, TracekitError
-from .model import Node, Residual, Step, Storage, Trace
+from .memory import DeviceUnavailableError, Measurement, measure
+from .model import Mutation, Node, Residual, Step, Storage, Trace
+from .results import Comparison, ScenarioResult, compare
 from .rules import RULES
 
 __all__ = [
-    "RULES", "Node", "NestedCaptureError", "NoHistoryError", "NotATensorError", "NotObservableError",
-    "Residual", "Step", "Storage", "Trace", "TracekitError", "build_trace", "capture", "trace",
+    "RULES",
+    "Comparison",
+    "DeviceUnavailableError",
+    "Measurement",
+    "Mutation",
+    "NestedCaptureError",
+    "NoHistoryError",
+    "Node",
+    "NotATensorError",
+    "NotObservableError",
+    "Residual",
+    "ScenarioResult",
+    "Step",
+    "Storage",
+    "Trace",
+    "TracekitError",
+    "build_trace",
+    "capture",
+    "compare",
+    "measure",
+    "scenarios",
+    "trace",
 ]
 __version__ = "0.1.0"

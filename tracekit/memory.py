@@ -16,7 +16,9 @@ import torch
 from .errors import TracekitError
 
 NO_CUDA = "CUDA is not available on this machine: nothing was run on it."
-_MARK = "tracekit.mark:"
+# A CPU mark allocates and frees a uint8 tensor of a unique size: the allocator's own event
+# stream then says exactly where the mark falls (op and memory timestamps can be skewed).
+_SENTINEL = 1_000_003
 
 
 class DeviceUnavailableError(TracekitError, RuntimeError):
@@ -77,6 +79,7 @@ class MemoryProbe:
         self.device = torch.device(device)
         self.result: Measurement | None = None
         self._marks: list[tuple[str, int, float]] = []  # CUDA: label, bytes, time
+        self._labels: list[str] = []  # CPU: mark i is a sentinel allocation of _SENTINEL + i bytes
         self._profiler: Any = None
 
     def __enter__(self) -> MemoryProbe:
@@ -101,8 +104,8 @@ class MemoryProbe:
             live = torch.cuda.memory_allocated(self.device) - self._start
             self._marks.append((label, live, time.perf_counter() - self._t0))
         else:
-            with torch.profiler.record_function(_MARK + label):
-                pass
+            self._labels.append(label)
+            torch.empty(_SENTINEL + len(self._labels) - 1, dtype=torch.uint8)  # allocated, freed at once
 
     def __exit__(self, *exc: object) -> None:
         synchronize(self.device)
@@ -119,25 +122,27 @@ class MemoryProbe:
             return
         with _quiet_stderr():
             self._profiler.__exit__(*exc)
-        self.result = _from_profiler(self._profiler, seconds)
+        self.result = _from_profiler(self._profiler, self._labels, seconds)
 
 
-def _from_profiler(prof: Any, seconds: float) -> Measurement:
+def _from_profiler(prof: Any, labels: list[str], seconds: float) -> Measurement:
     events = prof.profiler.kineto_results.events()
     memory = sorted(
         (e.start_ns(), e.nbytes()) for e in events
         if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
     )
-    marks = sorted((e.start_ns(), e.name()[len(_MARK):]) for e in events if e.name().startswith(_MARK))
-    t0 = min([t for t, _ in memory] + [t for t, _ in marks], default=0)
+    t0 = memory[0][0] if memory else 0
+    sentinels = {_SENTINEL + i: label for i, label in enumerate(labels)}
     timeline, live, peak = [], 0, 0
+    at_mark: dict[str, int] = {}
     for t, nbytes in memory:
+        if abs(nbytes) in sentinels:
+            if nbytes > 0:
+                at_mark[sentinels[nbytes]] = live
+            continue
         live += nbytes
         peak = max(peak, live)
         timeline.append(((t - t0) / 1e9, live))
-    at_mark: dict[str, int] = {}
-    for t, label in marks:
-        at_mark[label] = sum(n for tm, n in memory if tm <= t)
     return Measurement("cpu", "CPU allocator reports (PyTorch profiler, profile_memory=True)",
                        peak=peak, end=live, marks=at_mark, timeline=timeline, seconds=seconds)
 

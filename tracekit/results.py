@@ -34,7 +34,8 @@ class ScenarioResult:
         return self.text()
 
     def _repr_html_(self) -> str:
-        return _html_table((self.device,), [(k, (v,)) for k, v in self.facts.items()], f"{self.scenario} on {self.device}")
+        rows = [(k, (v,)) for k, v in self.facts.items()]
+        return _html_table((self.device,), rows, f"{self.scenario} on {self.device}")
 
     def figure(self) -> Any:
         """A matplotlib figure of the measured memory, where the scenario has one."""
@@ -47,11 +48,12 @@ def _html_table(columns: Sequence[str], rows: list[tuple[str, Sequence[str]]], c
     head = "<th></th>" + "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "".join(
         f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-        + "".join(f"<td style='text-align:left;white-space:pre-wrap'>{html.escape(v)}</td>" for v in vals)
+        + "".join(f"<td style='text-align:left'>{html.escape(v)}</td>" for v in vals)
         + "</tr>"
         for k, vals in rows
     )
-    return f"<table><caption>{html.escape(caption)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    title = f"<caption>{html.escape(caption)}</caption>"
+    return f"<table>{title}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 @dataclass
@@ -100,7 +102,9 @@ class Comparison:
         return _html_table(self.devices, self.rows(), self.scenario)
 
 
-def compare(scenario: Callable[..., ScenarioResult], devices: Sequence[str] = ("cpu", "cuda"), **kwargs: Any) -> Comparison:
+def compare(
+    scenario: Callable[..., ScenarioResult], devices: Sequence[str] = ("cpu", "cuda"), **kwargs: Any
+) -> Comparison:
     """Run a scenario on each device and line the results up, one column per device."""
     results: dict[str, ScenarioResult | None] = {}
     name = getattr(scenario, "__name__", str(scenario))

@@ -15,17 +15,16 @@ from torch.utils import checkpoint as torch_checkpoint
 
 from .capture import capture, trace
 from .memory import Measurement, check_device, measure, synchronize
-from .model import Trace
 from .results import ScenarioResult
 from .storage import allocated_bytes, format_bytes
 
 N = 4096  # elements in the scenario tensors: 16 KiB of float32
 
 
-def _error(fn: Callable[[], Any]) -> str | None:
-    """PyTorch's message if fn raises, else None."""
+def _error(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str | None:
+    """PyTorch's message if fn(*args, **kwargs) raises, else None."""
     try:
-        fn()
+        fn(*args, **kwargs)
     except RuntimeError as err:
         return str(err)
     return None
@@ -104,7 +103,7 @@ def retain_graph(device: str = "cpu") -> ScenarioResult:
         tr.backward(retain_graph=True)
         first = a.grad.clone()
         probe.mark("after backward (retained)")
-        second_error = _error(lambda: y.backward(retain_graph=True))
+        second_error = _error(y.backward, retain_graph=True)
         probe.mark("after second backward")
         predicted = _predicted(tr.graph_owned_storages(), str(dev)) + allocated_bytes(y.nbytes, str(dev))
         live_residuals = sum(r.status == "live" for r in tr.residuals)
@@ -236,7 +235,8 @@ def inplace(device: str = "cpu") -> ScenarioResult:
         "bumped by": ", ".join(str(m) for m in residual.modified_by),
     }
     for name, (diff, ok) in fixes.items():
-        facts[f"fix: {name}"] = f"backward ok, grad max |diff| vs 2cos(2a) = {diff:.1e}, h_next {'ok' if ok else 'WRONG'}"
+        h_next = "ok" if ok else "WRONG"
+        facts[f"fix: {name}"] = f"backward ok, grad max |diff| vs 2cos(2a) = {diff:.1e}, h_next {h_next}"
     facts["prints the same, history lost"] = (
         f"after h.mul_(2); h.div_(2): torch.equal(h, before) = {looks_same}, yet backward raises: "
         f"{(history_error or 'nothing').split(';')[0]}"
@@ -258,7 +258,8 @@ WIDTH, DEPTH, BATCH, SEGMENT = 256, 8, 512, 4  # activations (512×256 floats = 
 def _mlp(dev: torch.device) -> tuple[torch.Tensor, list[torch.Tensor]]:
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(BATCH, WIDTH, generator=gen).to(dev)
-    ws = [(torch.randn(WIDTH, WIDTH, generator=gen) / WIDTH**0.5).to(dev).requires_grad_(True) for _ in range(DEPTH)]
+    scale = WIDTH**0.5
+    ws = [(torch.randn(WIDTH, WIDTH, generator=gen) / scale).to(dev).requires_grad_(True) for _ in range(DEPTH)]
     return x, ws
 
 
@@ -316,7 +317,8 @@ def _recompute_variants(x: torch.Tensor, ws: list[torch.Tensor]) -> dict[str, Ca
         return _grads(ws)
 
     return {"plain backward": plain, "retain_graph + second backward": retained,
-            "recomputed forward + second backward": recomputed, f"checkpoint every {SEGMENT} blocks (use_reentrant=False)": checkpointed}
+            "recomputed forward + second backward": recomputed,
+            f"checkpoint every {SEGMENT} blocks (use_reentrant=False)": checkpointed}
 
 
 def recompute(device: str = "cpu") -> ScenarioResult:
@@ -549,8 +551,11 @@ def storage_evidence(device: str = "cpu") -> ScenarioResult:
     }
     from .render.figures import storage_figure
 
-    return ScenarioResult("storage_evidence", d, facts, values=values, traces={"slice": tr_slice, "views": tr_views},
+    return ScenarioResult("storage_evidence", d, facts, values=values,
+                          traces={"slice": tr_slice, "views": tr_views},
                           measurements={"slice": m_slice, "views": m_views}, plot=storage_figure)
 
 
-SCENARIOS = (repeated_backward, retain_graph, create_graph, inplace, recompute, offload, app_references, storage_evidence)
+SCENARIOS = (
+    repeated_backward, retain_graph, create_graph, inplace, recompute, offload, app_references, storage_evidence,
+)

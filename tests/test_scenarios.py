@@ -1,0 +1,159 @@
+"""Every lifetime scenario on CPU (and CUDA where present), asserting its real outcome."""
+
+import matplotlib
+import pytest
+import torch
+
+import tracekit as tk
+from tracekit import scenarios as sc
+from tracekit.memory import NO_CUDA, check_device
+
+matplotlib.use("Agg")
+N = sc.N
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_repeated_backward(device):
+    r = sc.repeated_backward(device)
+    assert r.error.startswith("Trying to backward through the graph a second time")
+    assert r.facts["second backward"] == f"RuntimeError: {r.error}"
+    assert sorted(r.values["released"]) == [
+        ("#0 ExpBackward0.result", 2), ("#1 MulBackward0.other", 1), ("#1 MulBackward0.self", 1)
+    ]
+    assert r.values["failing_step"] == 1
+    assert r.values["no_residual_count"] == 0 and r.values["second_ok"]
+    assert r.values["b_grad"] == [2.0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_retain_graph_measured_bytes_match_prediction(device):
+    r = sc.retain_graph(device)
+    assert r.values["second_ok"] and r.values["grad_doubled"]
+    assert r.values["live_residuals"] == 3
+    expected = N * 4 + 4 if device == "cpu" else N * 4 + 512  # exp's result + y (CUDA: 512-byte blocks)
+    assert r.values["predicted"] == expected
+    assert r.values["freed_on_drop"] == expected
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_create_graph(device):
+    r = sc.create_graph(device)
+    assert r.values["g_nodes"] >= 4 and r.values["g_residuals"] >= 3
+    assert r.values["err_g"] < 1e-5 and r.values["err_h"] < 1e-5
+    assert r.values["retain_requires_grad"] is False and r.values["retained_live"] == 3
+    assert "has no graph (requires_grad=False)" in r.facts["with retain_graph=True instead"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_inplace(device):
+    r = sc.inplace(device)
+    kind = "torch.FloatTensor" if device == "cpu" else "torch.cuda.FloatTensor"
+    assert "modified by an inplace operation" in r.error and f"[{kind} [8]]" in r.error
+    assert "is at version 1; expected version 0" in r.error
+    v = r.values
+    assert (v["node"], v["slot"], v["saved_version"], v["version"], v["bumped_by"]) == (
+        "SinBackward0", "self", 0, 1, ["add_"]
+    )
+    assert r.facts["bumped by"].startswith("add_ at scenarios.py:")
+    assert len(v["fixes"]) == 3
+    for diff, h_next_ok in v["fixes"].values():
+        assert diff < 1e-6 and h_next_ok
+    assert v["looks_same"] is True
+    assert "is at version 2; expected version 0" in v["history_error"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_recompute(device):
+    r = sc.recompute(device)
+    rows = r.values["rows"]
+    assert r.values["activations"] == sc.DEPTH * sc.BATCH * sc.WIDTH * 4  # one kept output per block
+    assert all(row["max_diff"] == 0.0 for row in rows.values())
+    plain = rows["plain backward"]["peak"]
+    assert plain >= r.values["activations"]
+    assert rows["retain_graph + second backward"]["peak"] > plain
+    ckpt = next(v for k, v in rows.items() if k.startswith("checkpoint"))
+    assert ckpt["peak"] < plain
+    assert len(r.figure().axes[0].patches) == 2 * len(rows)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_offload(device):
+    r = sc.offload(device)
+    rows = r.values["rows"]
+    assert all(row["max_diff"] == 0.0 for row in rows.values())
+    custom = rows["custom pack/unpack (activations to host)"]
+    assert custom["pack_s"] > 0 and custom["unpack_s"] > 0
+    if device == "cpu":
+        # no copies: a copy would add megabytes (a 4-byte scalar may differ in how the hook packs it)
+        assert abs(rows["save_on_cpu"]["device_bytes"] - rows["no hooks"]["device_bytes"]) <= 8
+        assert rows["save_on_cpu"]["graph_bytes"] == rows["no hooks"]["graph_bytes"]
+        assert custom["device_bytes"] > rows["no hooks"]["device_bytes"]  # copies, in the same memory
+        assert "save_on_cpu copies nothing" in r.facts["on a CPU-only machine"]
+    else:
+        assert rows["save_on_cpu"]["device_bytes"] < rows["no hooks"]["device_bytes"]
+        assert rows["save_on_cpu"]["host_bytes_trace"] > 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_app_references(device):
+    r = sc.app_references(device)
+    rows = r.values["rows"]
+    assert rows["history.append(val)"]["growth"] > 100 * 1024
+    assert rows["history.append(val.item())"]["growth"] == 0
+    assert rows["history.append(val.detach())"]["growth"] <= 512
+    assert all("identical" in v for k, v in r.facts.items() if k.startswith("history"))
+    assert len(r.figure().axes[0].lines) == 3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_storage_evidence(device):
+    r = sc.storage_evidence(device)
+    v = r.values
+    assert v["slice_visible"] == 20 and v["slice_pinned"] == 4 * MIB
+    assert v["slice_measured"] == v["slice_predicted"]
+    assert v["views_count"] == 4 and v["views_storages"] == 1
+    assert v["views_naive"] == 2 * N * 4 + 8  # four half-size views + the saved scalar 2
+    assert v["views_storage_truth"] == N * 4 + 8
+    assert v["views_measured"] == v["views_predicted"]
+    if device == "cpu":
+        assert v["slice_measured"] == 4 * MIB + 4
+        assert v["views_measured"] == N * 4 + 8 + 4
+
+
+def test_compare_on_cpu_only_machine_is_fixed_text():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    first = tk.compare(sc.retain_graph, devices=("cpu", "cuda"))
+    assert first.results["cuda"] is None and first.results["cpu"] is not None
+    text = first.text()
+    assert NO_CUDA in text and "freed when the graph is dropped (measured)" in text
+    assert text == tk.compare(sc.retain_graph, devices=("cpu", "cuda")).text()
+    rows = first.rows()
+    assert rows[0][1][1] == NO_CUDA and all(cells[1] == "" for _, cells in rows[1:])
+    assert "<table>" in first._repr_html_()
+
+
+def test_device_checks():
+    assert check_device("cpu") == torch.device("cpu")
+    with pytest.raises(tk.DeviceUnavailableError, match="use 'cpu' or 'cuda'"):
+        check_device("meta")
+    if not torch.cuda.is_available():
+        with pytest.raises(tk.DeviceUnavailableError, match="not available"):
+            sc.retain_graph("cuda")
+
+
+@CUDA
+def test_compare_cpu_and_cuda_side_by_side():
+    comp = tk.compare(sc.inplace, devices=("cpu", "cuda"))
+    cells = dict(comp.rows())["backward"]
+    assert "torch.FloatTensor" in cells[0] and "torch.cuda.FloatTensor" in cells[1]
+
+
+def test_scenarios_without_figure_say_so():
+    r = sc.repeated_backward()
+    with pytest.raises(ValueError, match="reads best as a table"):
+        r.figure()
+    assert r.text().startswith("repeated_backward on cpu")
