@@ -6,10 +6,13 @@ from .errors import NestedCaptureError, NoHistoryError, NotATensorError, NotObse
 from .memory import DeviceUnavailableError, Measurement, measure
 from .model import Mutation, Node, Residual, Step, Storage, Trace
 from .results import Comparison, ScenarioResult, compare
+from .memory_budget import Budget, budget
 from .rules import RULES
 
 __all__ = [
     "RULES",
+    "Budget",
+    "budget",
     "Comparison",
     "DeviceUnavailableError",
     "Measurement",

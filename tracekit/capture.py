@@ -23,7 +23,7 @@ from .storage import storage_key, storage_nbytes, visible_nbytes, weak_storage
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OWN_DIR = os.path.dirname(__file__)
-_USER_FACING = ("cli.py", "scenarios.py", "lab.py")  # tracekit files that run user-level programs
+_USER_FACING = ("cli.py", "scenarios.py", "memory_budget.py", "lab.py")  # tracekit files that run user-level programs
 _active = threading.local()
 _NO_SEQUENCE = 2**64 - 1  # AccumulateGrad nodes carry no forward position
 
@@ -231,6 +231,8 @@ def build_trace(
         leaves.setdefault(label, f"parameter {tuple(var.shape)} {str(var.dtype).removeprefix('torch.')}")
         return label
 
+    # leaves that get gradients (parameters): a residual in their storage is theirs (e.g. W.t())
+    parameter_keys = {storage_key(n.variable): leaf_label(n) for n in everything if _is_leaf_node(n)}
     for i, gnode in enumerate(graph_nodes):
         seq = gnode._sequence_nr()
         where, call = (sources or {}).get(seq, (None, None))
@@ -252,8 +254,8 @@ def build_trace(
                 key = storage_key(t)
                 storage = storages.get(key)
                 if storage is None:
-                    var, is_param = names.get(key, (None, False))
-                    is_param = is_param or (t.is_leaf and t.requires_grad)
+                    var, is_param = names.get(key, (parameter_keys.get(key), key in parameter_keys))
+                    is_param = is_param or key in parameter_keys or (t.is_leaf and t.requires_grad)
                     storage = Storage(
                         key, storage_nbytes(t), str(t.device),
                         names=(var,) if var else (), is_parameter=is_param,

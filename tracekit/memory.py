@@ -53,6 +53,9 @@ class Measurement:
     reserved: int | None = None  # CUDA: bytes the caching allocator holds from the driver at the end
     timeline: list[tuple[float, int]] = field(default_factory=list)  # (seconds from start, live bytes)
     seconds: float = 0.0
+    peak_after: str | None = None  # CPU: the last mark before the peak (CUDA does not say when)
+    start: int = 0  # CUDA: bytes already allocated when the region began (CPU: unknown, 0)
+    reserved_marks: dict[str, int] = field(default_factory=dict)  # CUDA: reserved bytes at each mark
 
 
 @contextlib.contextmanager
@@ -78,7 +81,7 @@ class MemoryProbe:
     def __init__(self, device: str | torch.device = "cpu") -> None:
         self.device = torch.device(device)
         self.result: Measurement | None = None
-        self._marks: list[tuple[str, int, float]] = []  # CUDA: label, bytes, time
+        self._marks: list[tuple[str, int, float, int]] = []  # CUDA: label, bytes, time, reserved
         self._labels: list[str] = []  # CPU: mark i is a sentinel allocation of _SENTINEL + i bytes
         self._profiler: Any = None
 
@@ -102,7 +105,8 @@ class MemoryProbe:
         if self.device.type == "cuda":
             synchronize(self.device)
             live = torch.cuda.memory_allocated(self.device) - self._start
-            self._marks.append((label, live, time.perf_counter() - self._t0))
+            reserved = torch.cuda.memory_reserved(self.device)
+            self._marks.append((label, live, time.perf_counter() - self._t0, reserved))
         else:
             self._labels.append(label)
             torch.empty(_SENTINEL + len(self._labels) - 1, dtype=torch.uint8)  # allocated, freed at once
@@ -115,9 +119,10 @@ class MemoryProbe:
             self.result = Measurement(
                 str(self.device), "CUDA caching allocator (memory_allocated / max_memory_allocated)",
                 peak=torch.cuda.max_memory_allocated(self.device) - self._start, end=live,
-                marks={label: b for label, b, _ in self._marks},
+                marks={label: b for label, b, _, _ in self._marks},
                 reserved=torch.cuda.memory_reserved(self.device),
-                timeline=[(t, b) for _, b, t in self._marks] + [(seconds, live)], seconds=seconds,
+                timeline=[(t, b) for _, b, t, _ in self._marks] + [(seconds, live)], seconds=seconds,
+                start=self._start, reserved_marks={label: r for label, _, _, r in self._marks},
             )
             return
         with _quiet_stderr():
@@ -135,16 +140,19 @@ def _from_profiler(prof: Any, labels: list[str], seconds: float) -> Measurement:
     sentinels = {_SENTINEL + i: label for i, label in enumerate(labels)}
     timeline, live, peak = [], 0, 0
     at_mark: dict[str, int] = {}
+    last_label, peak_after = None, None
     for t, nbytes in memory:
         if abs(nbytes) in sentinels:
             if nbytes > 0:
-                at_mark[sentinels[nbytes]] = live
+                last_label = sentinels[nbytes]
+                at_mark[last_label] = live
             continue
         live += nbytes
-        peak = max(peak, live)
+        if live > peak:
+            peak, peak_after = live, last_label
         timeline.append(((t - t0) / 1e9, live))
     return Measurement("cpu", "CPU allocator reports (PyTorch profiler, profile_memory=True)",
-                       peak=peak, end=live, marks=at_mark, timeline=timeline, seconds=seconds)
+                       peak=peak, end=live, marks=at_mark, timeline=timeline, seconds=seconds, peak_after=peak_after)
 
 
 def measure(device: str | torch.device = "cpu") -> MemoryProbe:

@@ -3,6 +3,7 @@ and the observed reverse steps. Views read these; only `observe` writes lifetime
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -182,11 +183,15 @@ class Trace:
         gradient: Any = None,
         retain_graph: bool | None = None,
         create_graph: bool = False,
+        on_step: Callable[[Step], None] | None = None,
     ) -> Trace:
-        """Run backward on the real graph, recording the reverse order and free points."""
+        """Run backward on the real graph, recording the reverse order and free points.
+
+        `on_step(step)` is called as each reverse rule is about to run (after the previous
+        step's releases and frees were recorded)."""
         from .observe import observe_backward
 
-        observe_backward(self, gradient, retain_graph, create_graph)
+        observe_backward(self, gradient, retain_graph, create_graph, on_step)
         return self
 
     def draw(self, max_nodes: int = 60) -> graphviz.Digraph:

@@ -3,6 +3,7 @@ and when each storage's memory actually goes away."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -48,7 +49,10 @@ def _held_by(storage: Storage, retained: bool) -> str:
     return "a live reference outside this graph (another graph or a Python object)"
 
 
-def observe_backward(trace: Trace, gradient: Any, retain_graph: bool | None, create_graph: bool) -> None:
+def observe_backward(
+    trace: Trace, gradient: Any, retain_graph: bool | None, create_graph: bool,
+    on_step: Callable[[Step], None] | None = None,
+) -> None:
     """Run torch.autograd.backward on the trace's outputs, recording steps into the trace."""
     if trace.steps:
         raise NotObservableError(
@@ -84,13 +88,15 @@ def observe_backward(trace: Trace, gradient: Any, retain_graph: bool | None, cre
     def make_hook(gnode: Any) -> Any:
         node = by_graph_node[gnode]
 
-        def on_step(grad_outputs: Any) -> None:
+        def before_rule(grad_outputs: Any) -> None:
             settle()
             index = len(steps)
             gnode_of[index] = gnode
             steps.append(Step(index, node, _used(node, gnode)))
+            if on_step is not None:
+                on_step(steps[-1])
 
-        return on_step
+        return before_rule
 
     handles = [g.register_prehook(make_hook(g)) for g in trace._graph_nodes]
     trace.steps = steps

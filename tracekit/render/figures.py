@@ -91,3 +91,28 @@ def storage_figure(result: ScenarioResult) -> Any:
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def budget_figure(budget: Any) -> Any:
+    """Stacked categories at each moment of the step, the measured live bytes, the peak marked."""
+    from ..memory_budget import CATEGORIES
+
+    fig, ax = _figure(9, 4)
+    xs = list(range(len(budget.timeline)))
+    stacks = [[m.bytes.get(c, 0) / KIB for m in budget.timeline] for c in CATEGORIES]
+    ax.stackplot(xs, *stacks, labels=CATEGORIES, alpha=0.85, step="mid")
+    ax.plot(xs, [m.live / KIB for m in budget.timeline], color="black", lw=1, marker=".", label="measured allocated")
+    peak_x = next(i for i, m in enumerate(budget.timeline) if m.label == budget.peak_moment)
+    ax.axhline(budget.peak / KIB, color="red", ls="--", lw=1)
+    ax.annotate(f"peak {budget.peak / KIB:.0f} KiB", (peak_x, budget.peak / KIB), color="red",
+                textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.axhline(budget.naive_sum / KIB, color="gray", ls=":", lw=1)
+    ax.annotate(f"naive sum of category peaks {budget.naive_sum / KIB:.0f} KiB", (0, budget.naive_sum / KIB),
+                color="gray", textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ticks = [i for i, m in enumerate(budget.timeline) if not m.label.startswith("backward step") or i == peak_x]
+    ax.set_xticks(ticks, [budget.timeline[i].label.split(":")[0] for i in ticks], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("KiB")
+    ax.set_title(f"one training step on {budget.device}")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig
