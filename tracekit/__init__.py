@@ -4,9 +4,9 @@ from . import scenarios
 from .capture import build_trace, capture, trace
 from .errors import NestedCaptureError, NoHistoryError, NotATensorError, NotObservableError, TracekitError
 from .memory import DeviceUnavailableError, Measurement, measure
+from .memory_budget import Budget, budget
 from .model import Mutation, Node, Residual, Step, Storage, Trace
 from .results import Comparison, ScenarioResult, compare
-from .memory_budget import Budget, budget
 from .rules import RULES
 
 __all__ = [
