@@ -3,6 +3,7 @@
 from . import scenarios
 from .capture import build_trace, capture, trace
 from .errors import NestedCaptureError, NoHistoryError, NotATensorError, NotObservableError, TracekitError
+from .lab import SigmoidLab, lab
 from .memory import DeviceUnavailableError, Measurement, measure
 from .memory_budget import Budget, budget
 from .model import Mutation, Node, Residual, Step, Storage, Trace
@@ -11,6 +12,8 @@ from .rules import RULES
 
 __all__ = [
     "RULES",
+    "SigmoidLab",
+    "lab",
     "Budget",
     "budget",
     "Comparison",

@@ -276,6 +276,7 @@ def build_trace(
                 held_in=saved.held_in,
                 status=saved.status,
                 version=t._version if t is not None else None,
+                preview=_preview(t),
                 error=saved.error,
             )
             if saved.status == "modified in place":
@@ -300,6 +301,15 @@ def _explain_modification(residual: Residual, error: str, mutations: list[Mutati
     if t is not None and t.layout == torch.strided:
         key = storage_key(t)
         residual.modified_by = [m for m in mutations if m.storage == key]
+
+
+def _preview(t: torch.Tensor | None) -> str | None:
+    """The values of a small tensor as text (kept as text, so the trace holds no tensor)."""
+    if t is None or t.numel() > 8 or t.layout != torch.strided or t.device.type == "meta":
+        return None
+    values = t.detach().cpu().flatten().tolist()
+    text = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in values)
+    return text if t.dim() == 0 else f"[{text}]"
 
 
 def _rules_by_slot(gnode: Any) -> dict[str, list[str]] | None:

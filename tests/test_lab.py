@@ -1,0 +1,82 @@
+"""The sigmoid-neuron lab: its logic, and its widget driven without a browser."""
+
+import pytest
+
+import tracekit as tk
+from tracekit.lab import SigmoidNeuron, lab_html
+
+
+def test_reset_is_a_fixed_start_and_both_inputs_are_required():
+    m = SigmoidNeuron()
+    assert (m.x, m.w, m.ready, m.z) == (0.0, 0.0, False, None)
+    m.set_x(1.0)
+    assert m.predict() is False and m.z is None and "BOTH" in m.message
+    m.set_w(2.0)
+    assert m.predict() is True
+    m.reset()
+    assert (m.x, m.w, m.ready, m.z, m.steps) == (0.0, 0.0, False, None, [])
+
+
+@pytest.mark.parametrize(("x", "z", "y", "dydx"), [(1.0, 1.5, 0.8176, 0.2983), (0.5, 0.5, 0.6225, 0.4700)])
+def test_values_come_from_the_tape_and_match_the_paper(x, z, y, dydx):
+    m = SigmoidNeuron()
+    m.set_x(x)
+    m.set_w(2.0)
+    assert m.predict()
+    assert m.z == pytest.approx(z) and round(m.y, 4) == y and round(m.dydx, 4) == dydx
+    assert m.hand_dydx == pytest.approx(m.dydx, abs=1e-6)
+    assert [s for s, _, _ in m.saved] == ["MulBackward0.self", "MulBackward0.other", "SigmoidBackward0.result"]
+    assert m.saved[0][1] == "2" and m.saved[1][1] == f"{x:g}" and m.saved[2][1] == f"{y:.4g}"
+
+
+def test_step_walks_forward_then_reverse_highlighting_what_each_rule_reads():
+    m = SigmoidNeuron()
+    m.set_x(1.0)
+    m.set_w(2.0)
+    shown = [m.step() for _ in range(6)]
+    assert [s.lane for s in shown] == ["forward"] * 3 + ["reverse"] * 3
+    assert [s.title for s in shown[:3]] == ["#0 mul", "#1 sub", "#2 sigmoid"]
+    sig, sub, mul = shown[3:]
+    assert sig.title == "step 0 · SigmoidBackward0" and sig.reads == ("result",)
+    assert "reads its own output result = σ(z) = 0.8176" in sig.detail
+    assert sub.reads == ()
+    assert mul.reads == ("self", "other")
+    assert "self = w = 2 for dx" in mul.detail and "other = x = 1 for dw" in mul.detail
+    assert m.step() is shown[-1] and m.position == 6  # stays at the end
+    page = lab_html(m)
+    assert "background:#ffe08a" in page and "z = 1.5000" in page and "y = 0.8176" in page
+
+
+def test_editing_an_input_after_stepping_clears_stale_values():
+    m = SigmoidNeuron()
+    m.set_x(1.0)
+    m.set_w(2.0)
+    for _ in range(4):
+        m.step()
+    m.set_x(0.5)
+    assert m.z is None and m.steps == [] and m.position == 0
+    assert "0.8176" not in m.text() and "1.5000" not in lab_html(m)
+    m.step()
+    assert m.z == pytest.approx(0.5) and round(m.y, 4) == 0.6225
+
+
+def test_widget_buttons_and_inputs_without_a_browser():
+    lab = tk.lab()
+    lab.x.value = 1.0
+    lab.w.value = 2.0
+    lab.predict_button.click()
+    assert "z = 1.5000" in lab.view.value and "y = 0.8176" in lab.view.value
+    for _ in range(3):
+        lab.step_button.click()
+    assert lab.model.position == 3
+    lab.x.value = 0.5  # editing after stepping: nothing stale stays on screen
+    assert "0.8176" not in lab.view.value and lab.model.position == 0
+    lab.play.value = 6  # what the Play timer does, one tick at a time in the browser
+    assert lab.model.position == 6 and "y = 0.6225" in lab.view.value
+    assert "dy/dx = <span class='lab-dydx'>0.4700</span>" in lab.view.value
+    lab.reset_button.click()
+    assert (lab.x.value, lab.w.value, lab.model.ready) == (0.0, 0.0, False)
+    assert "set both x and w" in lab.view.value
+    bundle = lab._repr_mimebundle_()
+    assert bundle["text/plain"].startswith("x = 0 (not set)")
+    assert "application/vnd.jupyter.widget-view+json" in bundle

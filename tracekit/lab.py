@@ -1,0 +1,248 @@
+"""The sigmoid-neuron lab: one neuron z = w·x − 0.5, y = σ(z), on the real PyTorch tape.
+
+`SigmoidNeuron` is the logic (no widgets, unit-tested directly); `SigmoidLab` puts it
+behind ipywidgets: inputs x and w, buttons Reset / Predict / Step and a Play timer.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .capture import capture
+
+OFFSET = 0.5  # z = w·x − 0.5
+START_X, START_W = 0.0, 0.0
+
+
+@dataclass(frozen=True)
+class LabStep:
+    """One thing the lab can highlight: a forward op or a reverse rule."""
+
+    lane: str  # "forward" or "reverse"
+    title: str  # e.g. "#0 mul" or "step 0 · SigmoidBackward0"
+    detail: str  # what it computes, with the real values
+    reads: tuple[str, ...] = ()  # saved slots this reverse rule reads
+
+
+class SigmoidNeuron:
+    """The lab's state: inputs, whether both were set, the recorded run, the current step."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to the fixed start: x = w = 0, neither set, nothing computed."""
+        self.x, self.w = START_X, START_W
+        self.x_set = self.w_set = False
+        self._clear()
+
+    def _clear(self) -> None:
+        self.steps: list[LabStep] = []
+        self.position = 0  # how many steps are shown
+        self.z = self.y = self.dydx = self.dydw = None
+        self.saved: list[tuple[str, str, str]] = []  # (slot, value, which rule reads it)
+        self.message = "set both x and w, then Predict or Step"
+
+    def set_x(self, value: float) -> None:
+        """Set the input x; anything computed from the old value is cleared."""
+        self.x, self.x_set = float(value), True
+        self._clear()
+
+    def set_w(self, value: float) -> None:
+        """Set the weight w; anything computed from the old value is cleared."""
+        self.w, self.w_set = float(value), True
+        self._clear()
+
+    @property
+    def ready(self) -> bool:
+        """True once both x and w were set since the last reset."""
+        return self.x_set and self.w_set
+
+    @property
+    def hand_dydx(self) -> float | None:
+        """The paper formula dy/dx = w·σ(z)·(1 − σ(z)), from the real z."""
+        if self.z is None:
+            return None
+        s = 1 / (1 + math.exp(-self.z))
+        return self.w * s * (1 - s)
+
+    def predict(self) -> bool:
+        """Run the neuron on the real tape (forward, then an observed backward); False if not ready."""
+        if not self.ready:
+            self.message = "set BOTH x and w first (Reset clears them)"
+            return False
+        x = torch.tensor(self.x, requires_grad=True)
+        w = torch.tensor(self.w, requires_grad=True)
+        with capture() as cap:
+            wx = w * x
+            z = wx - OFFSET
+            y = torch.sigmoid(z)
+        tr = cap.trace(y)
+        self.saved = [(f"{r.node.name}.{r.slot}", r.preview or "?", r.rule) for r in tr.residuals]
+        tr.backward()
+        self.z, self.y = z.item(), y.item()
+        self.dydx, self.dydw = x.grad.item(), w.grad.item()
+        names = {"self": "w", "other": "x"}  # w * x: PyTorch calls w `self` and x `other`
+        self.steps = [
+            LabStep("forward", "#0 mul", f"w·x = {self.w:g}·{self.x:g} = {wx.item():.4f}"),
+            LabStep("forward", "#1 sub", f"z = w·x − 0.5 = {self.z:.4f}"),
+            LabStep("forward", "#2 sigmoid", f"y = σ(z) = {self.y:.4f}"),
+        ]
+        for step in tr.steps:
+            used = step.used
+            if step.node.name == "SigmoidBackward0":
+                detail = (f"reads its own output result = σ(z) = {used[0].preview}: "
+                          f"grad_z = y·(1 − y) = {self.y * (1 - self.y):.4f}")
+            elif step.node.name == "MulBackward0":
+                parts = [f"{r.slot} = {names[r.slot]} = {r.preview} for d{names['other' if r.slot == 'self' else 'self']}"
+                         for r in used]
+                detail = f"reads {' and '.join(parts)}: dy/dx = {self.dydx:.4f}, dy/dw = {self.dydw:.4f}"
+            else:
+                detail = "reads no saved value: the gradient passes through unchanged"
+            self.steps.append(LabStep("reverse", f"step {step.index} · {step.node.name}", detail,
+                                      tuple(r.slot for r in used)))
+        self.message = f"z = {self.z:.4f}, y = {self.y:.4f}"
+        return True
+
+    def step(self) -> LabStep | None:
+        """Show one more step (running the tape first if needed); None when there is nothing to show."""
+        if not self.steps and not self.predict():
+            return None
+        if self.position < len(self.steps):
+            self.position += 1
+        return self.steps[self.position - 1]
+
+    def text(self) -> str:
+        """What the lab shows, as plain text."""
+        lines = [f"x = {self.x:g}{'' if self.x_set else ' (not set)'}, w = {self.w:g}{'' if self.w_set else ' (not set)'}"]
+        if self.z is None:
+            lines.append(self.message)
+            return "\n".join(lines)
+        lines.append(f"z = {self.z:.4f}   y = {self.y:.4f}")
+        lines.append(f"dy/dx = {self.dydx:.4f} (tape)   w·σ(z)·(1 − σ(z)) = {self.hand_dydx:.4f} (paper)")
+        lines.append("saved by the tape: " + "; ".join(f"{slot} = {value}" for slot, value, _ in self.saved))
+        for i, s in enumerate(self.steps[: self.position]):
+            mark = "→" if i == self.position - 1 else " "
+            lines.append(f"{mark} {s.lane:<7} {s.title}: {s.detail}")
+        return "\n".join(lines)
+
+
+class SigmoidLab:
+    """The widget: x and w inputs, Reset / Predict / Step buttons and Play, over a SigmoidNeuron."""
+
+    def __init__(self, interval_ms: int = 900) -> None:
+        import ipywidgets as widgets
+
+        self.model = SigmoidNeuron()
+        self.x = widgets.FloatText(value=START_X, description="x", layout=widgets.Layout(width="160px"))
+        self.w = widgets.FloatText(value=START_W, description="w", layout=widgets.Layout(width="160px"))
+        self.reset_button = widgets.Button(description="Reset")
+        self.predict_button = widgets.Button(description="Predict", button_style="info")
+        self.step_button = widgets.Button(description="Step", button_style="primary")
+        self.play = widgets.Play(value=0, min=0, max=6, step=1, interval=interval_ms, description="Play")
+        self.view = widgets.HTML()
+        self._syncing = False
+        self.x.observe(self._on_x, names="value")
+        self.w.observe(self._on_w, names="value")
+        self.reset_button.on_click(lambda _: self.reset())
+        self.predict_button.on_click(lambda _: self._predict())
+        self.step_button.on_click(lambda _: self._step())
+        self.play.observe(self._on_play, names="value")
+        controls = widgets.HBox([self.x, self.w, self.reset_button, self.predict_button, self.step_button, self.play])
+        self.widget = widgets.VBox([controls, self.view])
+        self.widget.add_class("tracekit-lab")
+        self._render()
+
+    # events -----------------------------------------------------------------------------
+    def _on_x(self, change: dict) -> None:
+        if not self._syncing:
+            self.model.set_x(change["new"])
+            self._restart_play()
+            self._render()
+
+    def _on_w(self, change: dict) -> None:
+        if not self._syncing:
+            self.model.set_w(change["new"])
+            self._restart_play()
+            self._render()
+
+    def _restart_play(self) -> None:
+        self._syncing = True
+        self.play.playing = False
+        self.play.value = 0
+        self._syncing = False
+
+    def reset(self) -> None:
+        """Back to the fixed start (x = w = 0, neither set)."""
+        self.model.reset()
+        self._syncing = True
+        self.x.value, self.w.value = START_X, START_W
+        self._syncing = False
+        self._restart_play()
+        self._render()
+
+    def _predict(self) -> None:
+        self.model.predict()
+        self._render()
+
+    def _step(self) -> None:
+        self.model.step()
+        self._render()
+
+    def _on_play(self, change: dict) -> None:
+        if self._syncing:
+            return
+        target = change["new"]
+        if not self.model.steps and not self.model.predict():
+            self._render()
+            return
+        self.play.max = len(self.model.steps)
+        while self.model.position < min(target, len(self.model.steps)):
+            self.model.step()
+        self._render()
+
+    # drawing ------------------------------------------------------------------------------
+    def _render(self) -> None:
+        self.view.value = lab_html(self.model)
+
+    def _repr_mimebundle_(self, **kwargs: object) -> dict:
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = self.model.text()
+        return bundle
+
+    def __repr__(self) -> str:
+        return self.model.text()
+
+
+def lab_html(m: SigmoidNeuron) -> str:
+    """The lab's view: values, the tape's saved values (highlighted when read), the steps so far."""
+    e = html.escape
+    parts = ["<div class='tracekit-lab-view' style='font-family:sans-serif;font-size:13px'>"]
+    if m.z is None:
+        parts.append(f"<p class='lab-message'>{e(m.message)}</p></div>")
+        return "".join(parts)
+    parts.append(f"<p><b class='lab-z'>z = {m.z:.4f}</b> &nbsp; <b class='lab-y'>y = {m.y:.4f}</b> &nbsp; "
+                 f"dy/dx = <span class='lab-dydx'>{m.dydx:.4f}</span> (tape) &nbsp; "
+                 f"w·σ(z)·(1−σ(z)) = {m.hand_dydx:.4f} (paper)</p>")
+    current = m.steps[m.position - 1] if m.position else None
+    reads = set(current.reads) if current and current.lane == "reverse" else set()
+    parts.append("<table><tr><th>saved value</th><th>value</th><th>read by</th></tr>")
+    for slot, value, rule in m.saved:
+        hot = slot.split(".")[-1] in reads and current is not None and slot.startswith(current.title.split(" · ")[-1])
+        style = " style='background:#ffe08a'" if hot else ""
+        parts.append(f"<tr{style}><td>{e(slot)}</td><td>{e(value)}</td><td>{e(rule)}</td></tr>")
+    parts.append("</table><ol class='lab-steps'>")
+    for i, s in enumerate(m.steps[: m.position]):
+        style = " style='background:#ffe08a'" if i == m.position - 1 else ""
+        parts.append(f"<li{style}><b>{e(s.lane)}</b> {e(s.title)}: {e(s.detail)}</li>")
+    parts.append("</ol></div>")
+    return "".join(parts)
+
+
+def lab(interval_ms: int = 900) -> SigmoidLab:
+    """The sigmoid-neuron lab widget (display it in Jupyter)."""
+    return SigmoidLab(interval_ms)
