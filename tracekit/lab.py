@@ -98,8 +98,8 @@ class SigmoidNeuron:
                 detail = (f"reads its own output result = σ(z) = {used[0].preview}: "
                           f"grad_z = y·(1 − y) = {self.y * (1 - self.y):.4f}")
             elif step.node.name == "MulBackward0":
-                parts = [f"{r.slot} = {names[r.slot]} = {r.preview} for d{names['other' if r.slot == 'self' else 'self']}"
-                         for r in used]
+                grad_of = {"self": "x", "other": "w"}  # w (self) is read for dx, x (other) for dw
+                parts = [f"{r.slot} = {names[r.slot]} = {r.preview} for d{grad_of[r.slot]}" for r in used]
                 detail = f"reads {' and '.join(parts)}: dy/dx = {self.dydx:.4f}, dy/dw = {self.dydw:.4f}"
             else:
                 detail = "reads no saved value: the gradient passes through unchanged"
@@ -118,7 +118,8 @@ class SigmoidNeuron:
 
     def text(self) -> str:
         """What the lab shows, as plain text."""
-        lines = [f"x = {self.x:g}{'' if self.x_set else ' (not set)'}, w = {self.w:g}{'' if self.w_set else ' (not set)'}"]
+        unset = " (not set)"
+        lines = [f"x = {self.x:g}{'' if self.x_set else unset}, w = {self.w:g}{'' if self.w_set else unset}"]
         if self.z is None:
             lines.append(self.message)
             return "\n".join(lines)
