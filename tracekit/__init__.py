@@ -9,6 +9,7 @@ from .memory_budget import Budget, budget
 from .model import Mutation, Node, Residual, Step, Storage, Trace
 from .results import Comparison, ScenarioResult, compare
 from .rules import RULES
+from .storage import format_bytes
 
 __all__ = [
     "RULES",
@@ -34,6 +35,7 @@ __all__ = [
     "build_trace",
     "capture",
     "compare",
+    "format_bytes",
     "measure",
     "scenarios",
     "trace",

@@ -40,6 +40,19 @@ def _user_frame() -> FrameType | None:
     return None
 
 
+_NOTEBOOK_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
+
+
+def _where(frame: FrameType | None) -> str | None:
+    """`file.py:12`; in a notebook cell `cell:12` (the kernel's file names change every run)."""
+    if frame is None:
+        return None
+    name = frame.f_code.co_filename
+    if _NOTEBOOK_CELL.search(name) or name.startswith("<ipython-input"):
+        return f"cell:{frame.f_lineno}"
+    return f"{os.path.basename(name)}:{frame.f_lineno}"
+
+
 def _is_leaf_node(node: Any) -> bool:
     return hasattr(node, "variable")
 
@@ -77,8 +90,7 @@ class _Recorder(TorchFunctionMode):
         roots = [t.grad_fn for t in _tensors_in(result) if t.grad_fn is not None]
         mutated = args[0] if args and isinstance(args[0], torch.Tensor) and _is_inplace(call) else None
         if roots or mutated is not None:
-            frame = _user_frame()
-            where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}" if frame else None
+            where = _where(_user_frame())
             if roots:
                 _mark_new(roots, self.sources, where, call)
             if mutated is not None and mutated.layout == torch.strided:

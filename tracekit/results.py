@@ -12,7 +12,7 @@ from .model import Trace
 from .render.table import _aligned
 
 
-@dataclass
+@dataclass(repr=False)
 class ScenarioResult:
     """What one scenario did on one device: facts to read, numbers to check, traces, measurements."""
 
@@ -32,6 +32,8 @@ class ScenarioResult:
 
     def __str__(self) -> str:
         return self.text()
+
+    __repr__ = __str__
 
     def _repr_html_(self) -> str:
         rows = [(k, (v,)) for k, v in self.facts.items()]

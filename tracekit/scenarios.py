@@ -16,7 +16,7 @@ from torch.utils import checkpoint as torch_checkpoint
 from .capture import capture, trace
 from .memory import Measurement, check_device, measure, synchronize
 from .results import ScenarioResult
-from .storage import allocated_bytes, format_bytes
+from .storage import allocated_bytes, format_bytes, format_exact
 
 N = 4096  # elements in the scenario tensors: 16 KiB of float32
 
@@ -116,8 +116,8 @@ def retain_graph(device: str = "cpu") -> ScenarioResult:
         "second backward": "ok" if second_error is None else f"RuntimeError: {second_error}",
         "a.grad after both": "2 × the first gradient" if torch.equal(a.grad, 2 * first) else "different",
         "residuals still live after both backwards": str(live_residuals),
-        "freed when the graph is dropped (measured)": format_bytes(freed),
-        "predicted from residual storages + output": format_bytes(predicted),
+        "freed when the graph is dropped (measured)": format_exact(freed),
+        "predicted from residual storages + output": format_exact(predicted),
         "measured by": m.source,
     }
     return ScenarioResult(
@@ -539,14 +539,14 @@ def storage_evidence(device: str = "cpu") -> ScenarioResult:
         "slice": "big = randn(1024, 1024); piece = big[0, :5]; y = (piece * w).sum()",
         "slice residual": f"{slice_res.label}: visible {format_bytes(slice_res.nbytes)} / "
         f"pinned {format_bytes(slice_res.pinned_nbytes)}",
-        "slice: measured after forward": f"{format_bytes(values['slice_measured'])} "
-        f"(predicted {format_bytes(slice_predicted)})",
+        "slice: measured after forward": f"{format_exact(values['slice_measured'])}, "
+        f"predicted {format_exact(slice_predicted)}",
         "views": "h = a * 2; (h[:n/2] * h[n/2:]).sum() + (h[::2] * h[1::2]).sum()",
         "views saved": f"{values['views_count']} residual views of {values['views_storages']} allocation",
-        "views: naive sum of shapes": format_bytes(values["views_naive"]),
-        "views: storage truth": format_bytes(values["views_storage_truth"]),
-        "views: measured after forward": f"{format_bytes(values['views_measured'])} "
-        f"(predicted {format_bytes(views_predicted)}: graph-only storages + output)",
+        "views: naive sum of shapes": format_exact(values["views_naive"]),
+        "views: storage truth": format_exact(values["views_storage_truth"]),
+        "views: measured after forward": f"{format_exact(values['views_measured'])}, "
+        f"predicted {format_exact(views_predicted)} (graph-only storages + output)",
         "measured by": m_views.source,
     }
     from .render.figures import storage_figure

@@ -38,6 +38,11 @@ def weak_storage(t: torch.Tensor) -> StorageWeakRef:
     return StorageWeakRef(t.untyped_storage())
 
 
+def format_exact(n: int) -> str:
+    """Bytes in short form with the exact count: `16.0 KiB (16,388 B)`."""
+    return format_bytes(n) if abs(n) < 1024 else f"{format_bytes(n)} ({n:,} B)"
+
+
 def format_bytes(n: int | None) -> str:
     """Bytes in a short human form: 20 B, 4.0 KiB, 3.8 MiB."""
     if n is None:
