@@ -3,6 +3,7 @@
 from . import scenarios
 from .capture import build_trace, capture, trace
 from .errors import NestedCaptureError, NoHistoryError, NotATensorError, NotObservableError, TracekitError
+from .exercises import check
 from .lab import SigmoidLab, lab
 from .memory import DeviceUnavailableError, Measurement, measure
 from .memory_budget import Budget, budget
@@ -34,6 +35,7 @@ __all__ = [
     "TracekitError",
     "build_trace",
     "capture",
+    "check",
     "compare",
     "format_bytes",
     "measure",

@@ -1,0 +1,120 @@
+"""Write the student exercise notebooks (exercises/, stubs only) and the reference
+notebooks (solutions/, answers filled in) from the exercise definitions.
+
+    python solutions/build.py
+
+Run it after changing a question in tracekit/exercises/ or an answer in solutions/answers.py.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from answers import SOLUTIONS  # noqa: E402
+
+import tracekit.exercises as ex  # noqa: E402
+
+STUBS = {
+    "ex01": {"q3": '''class Sigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        raise NotImplementedError  # compute σ(x); save only what backward needs
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise NotImplementedError'''},
+    "ex03": {"q1": '''def pinned_bytes(n, k):
+    raise NotImplementedError''', "q2": '''def visible_and_pinned(n):
+    raise NotImplementedError  # return [visible, pinned]'''},
+    "ex04": {"q3": '''def second_derivative(f, x):
+    raise NotImplementedError'''},
+    "ex05": {"q1": '''def fixed(a):
+    # the buggy program: make backward work without changing what it computes
+    h = a * 2
+    y = h.sin()
+    h.add_(1)
+    return y.sum(), h'''},
+    "ex06": {"q1": '''def train(model, x, steps):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    history = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        history.append(loss)  # this keeps every step's graph: fix it
+    return history'''},
+    "ex07": {"q2": '''def pack(t):
+    raise NotImplementedError  # return an int key
+
+def unpack(key):
+    raise NotImplementedError
+
+hooks = (pack, unpack)'''},
+    "ex08": {"q1": '''from tracekit.exercises.ex08 import plain_loss  # the reference model, for comparison
+
+def loss_fn(x, ws):
+    return plain_loss(x, ws)  # same value and gradients, but keep at most half the activations'''},
+    "ex09": {"q2": '''def adam_state_bytes(model):
+    raise NotImplementedError'''},
+}
+
+NAMES = {
+    "ex01": "ex01_forward_values", "ex02": "ex02_small_trace", "ex03": "ex03_storage",
+    "ex04": "ex04_retention", "ex05": "ex05_inplace", "ex06": "ex06_app_references",
+    "ex07": "ex07_hooks", "ex08": "ex08_checkpoint", "ex09": "ex09_budget",
+}
+
+
+def stub(exercise_id: str, question: ex.Question) -> str:
+    """The cell a student starts from: a placeholder for data, a skeleton for code."""
+    if question.name in STUBS.get(exercise_id, {}):
+        return STUBS[exercise_id][question.name]
+    return f"{question.answer} = None  # your answer"
+
+
+def notebook(exercise: ex.Exercise, with_answers: bool) -> nbformat.NotebookNode:
+    """One exercise as a notebook: intro, one prompt + answer cell per question, the self-check."""
+    cells = [
+        new_markdown_cell(
+            f"# {exercise.id} · {exercise.title}\n\n"
+            f"Goes with the lesson `notebooks/{exercise.lesson}.ipynb`. Fill in every answer cell, run the "
+            f"notebook top to bottom, then run the last cell to check yourself. {exercise.max_score} points.\n\n"
+            "Your instructor grades the same answers on fresh inputs drawn at grading time, so an answer has "
+            "to be right in general, not just for one example. Keep each answer in its own cell, under the "
+            "name it is given."
+        ),
+        new_code_cell("import torch\nimport tracekit as tk"),
+    ]
+    for q in exercise.questions:
+        kind = "write code" if q.kind == "code" else "give a value"
+        cells.append(new_markdown_cell(f"**{q.name}** ({q.points} point{'s' if q.points > 1 else ''}, {kind}): "
+                                       f"{q.prompt}.\n\nAnswer in `{q.answer}`."))
+        cells.append(new_code_cell(SOLUTIONS[exercise.id][q.name] if with_answers else stub(exercise.id, q)))
+    cells.append(new_markdown_cell("### Check yourself"))
+    cells.append(new_code_cell(f'tk.check("{exercise.id}")'))
+    book = new_notebook(cells=cells)
+    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    book.metadata["tracekit"] = {"exercise": exercise.id}
+    return book
+
+
+def main() -> int:
+    for exercise_id in ex.IDS:
+        exercise = ex.get(exercise_id)
+        nbformat.write(notebook(exercise, False), ROOT / "exercises" / f"{NAMES[exercise_id]}.ipynb")
+        nbformat.write(notebook(exercise, True), HERE / f"{NAMES[exercise_id]}.ipynb")
+        print("wrote", NAMES[exercise_id])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
