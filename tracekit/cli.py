@@ -20,11 +20,123 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--w", type=float, default=2.0, help="weight w (default 2.0)")
     demo.add_argument("--b", type=float, default=-0.5, help="bias b (default -0.5)")
     demo.add_argument("--out", default="tracekit-demo.svg", help="where to write the SVG (default ./tracekit-demo.svg)")
+    grade = sub.add_parser(
+        "grade", help="grade a folder of submissions (one sandboxed kernel per notebook)",
+        description="Grade SUBMISSIONS (<student>.ipynb files, <student>/ folders, or nbgrader's "
+        "submitted/<student>/<assignment>/) into RESULTS/<student>/results.json (Gradescope), report.json "
+        "and RESULTS/grades.csv. A rerun skips students already graded.",
+    )
+    grade.add_argument("submissions", help="the folder of submissions")
+    grade.add_argument("--out", required=True, help="the results folder")
+    grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (default 1)")
+    grade.add_argument("--timeout", type=float, default=120, help="wall seconds per notebook (default 120)")
+    grade.add_argument("--memory", type=int, default=4096, help="memory limit per notebook in MB (default 4096)")
+    grade.add_argument("--shard", default="1/1", help="grade only part i of n, e.g. 2/5 (default 1/1)")
+    check = sub.add_parser("check", help="grade one notebook the way the instructor will, and print the result",
+                           description="Run the grading pipeline (sandboxed kernel, fresh inputs) on one notebook.")
+    check.add_argument("notebook")
+    check.add_argument("--timeout", type=float, default=120, help="wall seconds (default 120)")
+    check.add_argument("--memory", type=int, default=4096, help="memory limit in MB (default 4096)")
+    release = sub.add_parser("release", help="write the student release of the exercises (no solutions, no outputs)",
+                             description="Copy the exercise notebooks, outputs cleared, into OUT (e.g. a repository "
+                             "that nbgitpuller distributes).")
+    release.add_argument("out")
+    grades = sub.add_parser("grades", help="merge results folders (e.g. from shards) into one CSV",
+                            description="Write one CSV row per student found in the RESULTS folders.")
+    grades.add_argument("results", nargs="+")
+    grades.add_argument("--out", default="-", help="CSV path (default: standard output)")
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command == "grade":
+        return _grade(args, parser)
+    if args.command == "check":
+        return _check(args)
+    if args.command == "release":
+        return _release(args.out)
+    if args.command == "grades":
+        return _grades(args.results, args.out)
     return _demo(args.x, args.w, args.b, args.out)
+
+
+def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from pathlib import Path
+
+    from .grading.grader import Options, grade_all, parse_shard
+
+    try:
+        shard = parse_shard(args.shard)
+    except ValueError as err:
+        parser.error(str(err))
+    if args.jobs < 1 or args.timeout <= 0 or args.memory < 256:
+        parser.error("--jobs must be ≥ 1, --timeout > 0 and --memory ≥ 256")
+    submissions = Path(args.submissions)
+    if not submissions.is_dir():
+        parser.error(f"no such folder: {submissions}")
+    options = Options(timeout=args.timeout, memory_mb=args.memory, jobs=args.jobs, shard=shard)
+    reports = grade_all(submissions, Path(args.out), options)
+    print(f"graded {len(reports)} students; results in {args.out}, class CSV in {Path(args.out) / 'grades.csv'}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .grading.grader import Options, grade_notebook
+
+    path = Path(args.notebook)
+    if not path.is_file():
+        print(f"no such notebook: {path}", file=sys.stderr)
+        return 2
+    part = grade_notebook(path, path.stem, Options(timeout=args.timeout, memory_mb=args.memory))
+    if part.get("problem"):
+        print(f"{path.name}: {part['problem']}")
+        return 1
+    print(f"{part['exercise']} · {part['title']}: {part['score']:g} / {part['max_score']} points")
+    for q in part["questions"]:
+        mark = "✓" if q["score"] == q["max_score"] else ("~" if q["score"] else "✗")
+        print(f"  {mark} {q['name']} ({q['score']:g}/{q['max_score']}) {q['prompt']}")
+        if q["score"] < q["max_score"]:
+            print(f"      {q['message']}")
+    for note in part["sandbox"]["notes"]:
+        print(f"  note: {note}")
+    return 0
+
+
+def _release(out: str) -> int:
+    import pathlib
+
+    import nbformat
+
+    source = pathlib.Path(__file__).resolve().parent.parent / "exercises"
+    if not source.is_dir():
+        print("the exercises/ folder is not next to this tracekit (run from a source checkout)", file=sys.stderr)
+        return 2
+    target = pathlib.Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted(source.glob("ex*.ipynb")):
+        book = nbformat.read(path, as_version=4)
+        for cell in book.cells:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+        nbformat.write(book, target / path.name)
+        print(f"released {target / path.name}")
+    return 0
+
+
+def _grades(results: list[str], out: str) -> int:
+    from pathlib import Path
+
+    from .grading.grader import grades_csv, write_atomic
+
+    text = grades_csv([Path(r) for r in results])
+    if out == "-":
+        sys.stdout.write(text)
+    else:
+        write_atomic(Path(out), text)
+        print(f"wrote {out}")
+    return 0
 
 
 def _demo(x_value: float, w_value: float, b_value: float, out: str) -> int:

@@ -1,0 +1,1 @@
+"""Batch grading: each submission runs in its own limited kernel; a trusted process judges."""
