@@ -51,7 +51,7 @@ def _judge(obs: dict, inputs: dict) -> tuple[float, str]:
     loss.backward()
     grads = [v for w in ws for v in w.grad.flatten().tolist()]
     score, notes = 0.0, []
-    if abs(obs.get("loss", float("inf")) - float(loss)) < 1e-10 and close(obs.get("grads", []), grads, 1e-9):
+    if abs(obs.get("loss", float("inf")) - loss.item()) < 1e-10 and close(obs.get("grads", []), grads, 1e-9):
         score += 0.5
     else:
         notes.append("compute the same loss as plain_loss, with the same gradients")

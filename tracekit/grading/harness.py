@@ -17,33 +17,41 @@ from typing import Any
 _ORIGINALS: dict[str, tuple[Any, str, Any]] = {}
 
 
+WATCHED = {
+    "torch.autograd": ["grad", "backward", "Function"],
+    "torch.autograd.graph": ["saved_tensors_hooks"],
+    "torch": ["tensor", "sigmoid", "exp", "sin", "cos", "tanh", "randn", "equal", "allclose", "Tensor"],
+    "tracekit": ["trace", "capture", "measure", "check"],
+    "tracekit.capture": ["build_trace", "trace", "capture"],
+    "tracekit.saved": ["saved_slots"],
+    "tracekit.memory": ["measure", "MemoryProbe"],
+    "tracekit.exercises": ["probe_all", "get", "judge_all"],
+    "tracekit.exercises.base": ["plain", "value_probe"],
+    "json": ["dumps", "loads"],
+    "builtins": ["print", "isinstance", "type", "len", "float", "int", "str", "list", "dict"],
+}
+TENSOR_METHODS = ["backward", "__eq__", "tolist", "item", "detach", "sum", "untyped_storage"]
+
+
 def _watched() -> list[tuple[str, Any, str]]:
+    import importlib
+
     import torch
 
-    import tracekit
-    import tracekit.capture
-    import tracekit.exercises
-    import tracekit.memory
-    import tracekit.saved
-
-    targets = [
-        ("torch.autograd", torch.autograd, ["grad", "backward", "Function"]),
-        ("torch.autograd.graph", torch.autograd.graph, ["saved_tensors_hooks"]),
-        ("torch.Tensor", torch.Tensor, ["backward", "__eq__", "tolist", "item", "detach", "sum"]),
-        ("torch", torch, ["tensor", "sigmoid", "exp", "sin", "cos", "tanh", "randn", "equal", "allclose"]),
-        ("tracekit", tracekit, ["trace", "capture", "measure", "check"]),
-        ("tracekit.capture", tracekit.capture, ["build_trace", "trace", "capture"]),
-        ("tracekit.saved", tracekit.saved, ["saved_slots"]),
-        ("tracekit.memory", tracekit.memory, ["measure", "MemoryProbe"]),
-        ("tracekit.exercises", tracekit.exercises, ["probe_all", "get"]),
-        ("json", json, ["dumps"]),
-        ("builtins", builtins, ["print", "isinstance", "type", "len", "float", "int", "str"]),
-    ]
-    return [(f"{label}.{name}", obj, name) for label, obj, names in targets for name in names]
+    out = [(f"{module}.{name}", importlib.import_module(module), name)
+           for module, names in WATCHED.items() for name in names]
+    out += [(f"torch.Tensor.{name}", torch.Tensor, name) for name in TENSOR_METHODS]
+    for exercise_module in sorted(m for m in sys.modules if m.startswith("tracekit.exercises.ex")):
+        out.append((f"{exercise_module}.EXERCISE", sys.modules[exercise_module], "EXERCISE"))
+    return out
 
 
 def snapshot() -> None:
-    """Before the student's cells: remember the real functions."""
+    """Before the student's cells: remember the real functions (and every exercise definition)."""
+    import tracekit.exercises as exercises
+
+    for exercise_id in exercises.IDS:
+        exercises.get(exercise_id)
     for label, obj, name in _watched():
         _ORIGINALS[label] = (obj, name, getattr(obj, name))
     _ORIGINALS["sys.stdout"] = (sys, "stdout", sys.stdout)

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -18,7 +19,7 @@ from typing import Any
 
 import nbformat
 from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
+from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
@@ -114,7 +115,7 @@ def _attempt_run(cells: list[tuple[int, str]], exercise_id: str, inputs: dict, n
         book.cells = [nbformat.v4.new_code_cell(harness.preamble())]
         book.cells += [nbformat.v4.new_code_cell(src) for _, src in cells]
         book.cells.append(nbformat.v4.new_code_cell(harness.epilogue(exercise_id, inputs, nonce)))
-        km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=ksm)
+        km = AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=ksm)  # async: timeouts can fire
         current = {"index": None}
 
         def on_start(cell: Any = None, cell_index: int | None = None, **_: Any) -> None:
@@ -127,8 +128,7 @@ def _attempt_run(cells: list[tuple[int, str]], exercise_id: str, inputs: dict, n
 
         def watchdog() -> None:
             expired.set()
-            with contextlib.suppress(Exception):  # already gone
-                km.kill_kernel()
+            _kill(km)
 
         timer = threading.Timer(wall, watchdog)
         timer.start()
@@ -143,15 +143,14 @@ def _attempt_run(cells: list[tuple[int, str]], exercise_id: str, inputs: dict, n
         finally:
             log.close()
             timer.cancel()
-            try:
-                if km.has_kernel:
-                    km.shutdown_kernel(now=True)
-            except Exception:  # noqa: BLE001
-                pass
+            _kill(km)  # nbclient shuts the kernel down; make sure nothing is left running
         errors = [f"cell {i + 1}: {out.get('ename')}: {out.get('evalue', '')}"[:300]
                   for (i, _), cell in zip(cells, book.cells[1:-1]) for out in cell.get("outputs", [])
                   if out.get("output_type") == "error"]
         observations, tampered = _read_epilogue(book.cells[-1], nonce)
+        broken = [o for o in book.cells[0].get("outputs", []) if o.get("output_type") == "error"]
+        if broken:  # the grader's own set-up failed: never grade with weaker checks
+            raise RuntimeError(f"sandbox preamble failed: {broken[0].get('ename')}: {broken[0].get('evalue')}")
         bad = None
         if observations is None and current["index"] is not None and 1 <= current["index"] <= len(cells):
             bad = cells[current["index"] - 1][0]
@@ -164,6 +163,14 @@ def _attempt_run(cells: list[tuple[int, str]], exercise_id: str, inputs: dict, n
                 "why": why or ""}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _kill(km: AsyncKernelManager) -> None:
+    """SIGKILL the kernel process if it is still running."""
+    process = getattr(km.provisioner, "process", None) if km.provisioner else None
+    if process is not None and process.poll() is None:
+        with contextlib.suppress(OSError):
+            process.send_signal(signal.SIGKILL)
 
 
 def _read_epilogue(cell: Any, nonce: str) -> tuple[dict | None, list[str]]:
