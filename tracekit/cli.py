@@ -45,7 +45,16 @@ def main(argv: list[str] | None = None) -> int:
                             description="Write one CSV row per student found in the RESULTS folders.")
     grades.add_argument("results", nargs="+")
     grades.add_argument("--out", default="-", help="CSV path (default: standard output)")
-    args = parser.parse_args(argv)
+    lab = sub.add_parser("lab", help="open JupyterLab on the lessons (first lesson first)",
+                         description="Start JupyterLab on the notebooks/ folder of this checkout (or DIR), "
+                         "opening the first lesson. Extra arguments go to JupyterLab.")
+    lab.add_argument("dir", nargs="?", help="folder of notebooks (default: the lessons next to tracekit)")
+    lab.add_argument("--print-command", action="store_true", help="print the command instead of running it")
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "lab":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "lab":
+        return _lab(args.dir, args.print_command, extra)
     if args.command is None:
         parser.print_help()
         return 2
@@ -58,6 +67,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "grades":
         return _grades(args.results, args.out)
     return _demo(args.x, args.w, args.b, args.out)
+
+
+def _lab(folder: str | None, print_only: bool, extra: list[str]) -> int:
+    import pathlib
+    import shlex
+    import subprocess
+
+    root = pathlib.Path(folder) if folder else pathlib.Path(__file__).resolve().parent.parent / "notebooks"
+    if not root.is_dir():
+        print(f"no notebooks folder at {root}: pass one, e.g. `tracekit lab path/to/notebooks`", file=sys.stderr)
+        return 2
+    first = sorted(root.glob("[0-9]*.ipynb"))
+    command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root}", *extra]
+    if first:
+        command.append(f"--LabApp.default_url=/lab/tree/{first[0].name}")
+    if print_only:
+        print(shlex.join(command))
+        return 0
+    return subprocess.call(command)
 
 
 def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
