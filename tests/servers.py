@@ -19,7 +19,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_http(url: str, timeout: float = 90, headers: dict | None = None, process: subprocess.Popen | None = None) -> dict:
+def wait_http(
+    url: str, timeout: float = 90, headers: dict | None = None, process: subprocess.Popen | None = None
+) -> dict:
     """Poll a URL until it answers 200 with JSON; fail early if the server process died."""
     deadline = time.monotonic() + timeout
     last = None

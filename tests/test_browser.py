@@ -10,7 +10,6 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-
 from servers import free_port, stop, wait_http
 
 pytestmark = pytest.mark.browser
@@ -41,7 +40,7 @@ def lab_server(tmp_path_factory):
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root / 'notebooks'}", "--allow-root",
          "--ServerApp.open_browser=False", "--LabApp.news_url=None", "--LabApp.check_for_updates_class="
          "jupyterlab.NeverCheckForUpdate"],
-        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=open(root / "lab.log", "wb"), start_new_session=True,
+        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
         wait_http(f"http://127.0.0.1:{port}/api/status?token={token}", process=process)
