@@ -51,19 +51,21 @@ def stop(process: subprocess.Popen, timeout: float = 30) -> None:
             process.wait(10)
 
 
-def processes_mentioning(marker: str) -> list[str]:
-    """Command lines of live processes that contain `marker` (to prove nothing was left behind)."""
+def processes_under(folder: str) -> list[str]:
+    """Live processes whose working directory or command line lies in `folder` (to prove that
+    nothing was left behind)."""
     found = []
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
+        if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
                 cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
             with open(f"/proc/{pid}/stat") as fh:
                 state = fh.read().split(") ")[-1][:1]
+            cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             continue
-        if marker in cmd and state != "Z":
-            found.append(f"{pid}: {cmd[:200]}")
+        if state != "Z" and (folder in cmd or cwd.startswith(folder)):
+            found.append(f"{pid} (cwd {cwd}): {cmd[:160]}")
     return found
