@@ -74,8 +74,12 @@ def observe_backward(
             for r in step.released:
                 r.status = RELEASED
                 r.released_at = step.index
-                if r.storage is not None:
-                    pending[r.storage.key] = r.storage
+                storage = r.storage
+                # watch a storage once the graph lets go of it entirely; parameters and the
+                # outputs (which the trace itself holds) are settled once, after backward
+                if (storage is not None and not (storage.is_parameter or storage.is_output)
+                        and all(other.status == RELEASED for other in storage.residuals)):
+                    pending[storage.key] = storage
         for key, storage in list(pending.items()):
             if storage.expired():
                 step.freed.append(storage)
@@ -114,3 +118,6 @@ def observe_backward(
             if not storage.expired():
                 for r in storage.residuals:
                     r.held_by = _held_by(storage, keep)
+            elif storage.residuals[0].freed_at is None and steps:  # died after the last step we watched
+                for r in storage.residuals:
+                    r.freed_at = steps[-1].index

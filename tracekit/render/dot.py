@@ -58,7 +58,8 @@ def trace_graph(trace: Trace, max_nodes: int = 60) -> graphviz.Digraph:
 
     step_of = {s.node.index: s.index for s in trace.steps}
     order = [s.node.index for s in trace.steps] or [n.index for n in reversed(trace.nodes)]
-    order += [n.index for n in reversed(trace.nodes) if n.index not in step_of and n.index not in order]
+    listed = set(order)
+    order += [n.index for n in reversed(trace.nodes) if n.index not in listed]
 
     with g.subgraph(name="cluster_reverse") as rv:
         kept = " (retain_graph: nothing released)" if trace.retained else ""
