@@ -28,19 +28,29 @@ _active = threading.local()
 _NO_SEQUENCE = 2**64 - 1  # AccumulateGrad nodes carry no forward position
 
 
+_SKIP: dict[str, bool] = {}  # file name -> whether its frames are torch's or tracekit's own
+
+
+def _skipped(name: str) -> bool:
+    skip = _SKIP.get(name)
+    if skip is None:
+        internal = name.startswith(_OWN_DIR) and not name.endswith(_USER_FACING)
+        skip = _SKIP[name] = internal or name.startswith((_TORCH_DIR, "<frozen"))
+    return skip
+
+
 def _user_frame() -> FrameType | None:
     """The innermost frame that is neither torch's nor tracekit's: where the user's line is."""
     frame = sys._getframe(2)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        internal = name.startswith(_OWN_DIR) and not name.endswith(_USER_FACING)
-        if not (internal or name.startswith((_TORCH_DIR, "<frozen"))):
-            return frame
+    while frame is not None and _skipped(frame.f_code.co_filename):
         frame = frame.f_back
-    return None
+    return frame
 
 
 _NOTEBOOK_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
+
+
+_LABEL: dict[str, str] = {}  # file name -> how a source line is labelled
 
 
 def _where(frame: FrameType | None) -> str | None:
@@ -48,9 +58,11 @@ def _where(frame: FrameType | None) -> str | None:
     if frame is None:
         return None
     name = frame.f_code.co_filename
-    if _NOTEBOOK_CELL.search(name) or name.startswith("<ipython-input"):
-        return f"cell:{frame.f_lineno}"
-    return f"{os.path.basename(name)}:{frame.f_lineno}"
+    label = _LABEL.get(name)
+    if label is None:
+        cell = _NOTEBOOK_CELL.search(name) or name.startswith("<ipython-input")
+        label = _LABEL[name] = "cell" if cell else os.path.basename(name)
+    return f"{label}:{frame.f_lineno}"
 
 
 def _is_leaf_node(node: Any) -> bool:

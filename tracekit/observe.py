@@ -3,6 +3,7 @@ and when each storage's memory actually goes away."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -11,29 +12,32 @@ import torch
 from . import rules
 from .errors import NotObservableError
 from .model import Residual, Step, Storage, Trace
-from .saved import RELEASED, saved_slots
+from .saved import RELEASED, released
 
 
 def _released_now(gnode: Any, residuals: list[Residual]) -> list[Residual]:
     """Residuals of this node that autograd has dropped since they were traced."""
-    if not residuals:
+    live = [r for r in residuals if r.status != RELEASED]
+    if not live:
         return []
-    state = {s.slot: s.status for s in saved_slots(gnode)}
-    gone = [r for r in residuals if r.status != RELEASED and state.get(r.slot, RELEASED) == RELEASED]
-    if "saved_tensors" in state and state["saved_tensors"] == RELEASED:  # custom Function, all at once
-        gone = [r for r in residuals if r.status != RELEASED]
-    return gone
+    gone = set(released(gnode, [r.slot for r in live]))
+    return [r for r in live if r.slot in gone]
 
 
 def _used(step_node: Any, gnode: Any) -> list[Residual]:
     """Residuals the rule reads for the gradients that are needed (all, for undescribed ops)."""
     if not step_node.described:
         return list(step_node.residuals)
-    needed = [n is not None for n, _ in gnode.next_functions]
-    table = rules.input_rules(gnode.name(), len(needed)) or []
-    slots = {r.slot.split("[")[0] for r in step_node.residuals}
-    read = {s for (_, formula), need in zip(table, needed) if need for s in rules.slots_read(formula, slots)}
+    needed = tuple(n is not None for n, _ in gnode.next_functions)
+    slots = frozenset(r.slot.split("[")[0] for r in step_node.residuals)
+    read = _slots_read(step_node.name, needed, slots)
     return [r for r in step_node.residuals if r.slot.split("[")[0] in read]
+
+
+@functools.lru_cache(maxsize=4096)
+def _slots_read(name: str, needed: tuple[bool, ...], slots: frozenset[str]) -> frozenset[str]:
+    table = rules.input_rules(name, len(needed)) or []
+    return frozenset(s for (_, formula), need in zip(table, needed) if need for s in rules.slots_read(formula, slots))
 
 
 def _held_by(storage: Storage, retained: bool) -> str:

@@ -102,6 +102,25 @@ def _read_raw(node: Any, slot: str, raw: Any, unpack: Any) -> SavedSlot:
     return SavedSlot(slot, LIVE, value)
 
 
+def released(node: Any, slots: list[str]) -> list[str]:
+    """Which of these slots autograd has released, read without unpacking anything (cheap)."""
+    if is_custom_function(node):
+        try:
+            _ = node._raw_saved_tensors  # raises once autograd released them
+        except RuntimeError:
+            return list(slots)
+        return []
+    gone = []
+    for slot in slots:
+        name, _, index = slot.partition("[")
+        raw = getattr(node, "_raw_saved_" + name, None)
+        if index and isinstance(raw, (tuple, list)):
+            raw = raw[int(index.rstrip("]"))]
+        if raw is not None and raw.data is None:
+            gone.append(slot)
+    return gone
+
+
 def saved_slots(node: Any) -> list[SavedSlot]:
     """Every tensor the node saved for backward, with the slot name PyTorch uses."""
     if is_custom_function(node):
