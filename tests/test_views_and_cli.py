@@ -1,6 +1,7 @@
 """The drawing, the text/HTML views, Jupyter display, and the `tracekit` command."""
 
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -75,15 +76,27 @@ def test_table_html_and_text():
     assert str(table).splitlines()[0].startswith("node")
 
 
-def test_big_trace_collapses_middle_and_says_so():
+def test_big_trace_collapses_repeated_layers_and_says_so():
     layers = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()) for _ in range(40)])
     inp = torch.randn(2, 8)
     tr = tk.trace(layers(inp).sum())
     assert len(tr.nodes) == 121
     src = tr.draw(max_nodes=30).source
-    assert "showing 30 of 121 nodes; 91 collapsed" in src
-    assert "… 91 nodes collapsed …" in src
+    assert "40 repeated blocks of 3 nodes: showing the first, 39 blocks (117 nodes) collapsed" in src
+    assert "… 117 nodes collapsed …" in src
+    assert src.count("[label=\"#") == 4  # the first block and the final sum
     assert "<svg" in tr.svg(max_nodes=30)
+
+
+def test_big_trace_without_repeats_collapses_its_middle():
+    rng = random.Random(0)  # an op sequence with no repeated block
+    x = torch.randn(4, requires_grad=True)
+    v = x
+    for _ in range(200):
+        v = rng.choice([torch.sin, torch.cos, lambda t: t * 1.01, lambda t: t + 1, torch.tanh])(v)
+    tr = tk.trace(v.sum())
+    src = tr.draw(max_nodes=30).source
+    assert f"showing 30 of {len(tr.nodes)} nodes" in src and "collapsed (" in src
 
 
 def run_cli(*args, cwd=None, env=None):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import inspect
 import os
 import re
 import sys
 import threading
 from collections import deque
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -239,6 +242,28 @@ def build_trace(
     mutations: list[Mutation] | None = None,
 ) -> Trace:
     """Walk the graph once and turn what autograd holds into a Trace."""
+    with gc_paused():
+        return _build(outputs, sources, names, mutations)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cycle collector while making many small objects (it would rescan them all)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _build(
+    outputs: tuple[torch.Tensor, ...],
+    sources: dict[int, tuple[str, str]] | None,
+    names: dict[tuple[str, int], tuple[str, bool]],
+    mutations: list[Mutation] | None,
+) -> Trace:
     roots = _check_outputs(outputs)
     everything = _walk(roots)
     graph_nodes = sorted((n for n in everything if not _is_leaf_node(n)), key=lambda n: n._sequence_nr())

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from . import rules
+from .capture import gc_paused
 from .errors import NotObservableError
 from .model import Residual, Step, Storage, Trace
 from .saved import RELEASED, released
@@ -106,7 +107,8 @@ def observe_backward(
 
         return before_rule
 
-    handles = [g.register_prehook(make_hook(g)) for g in trace._graph_nodes]
+    with gc_paused():
+        handles = [g.register_prehook(make_hook(g)) for g in trace._graph_nodes]
     trace.steps = steps
     trace.retained = keep
     try:

@@ -18,15 +18,44 @@ def _esc(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _shown(trace: Trace, max_nodes: int) -> tuple[set[int], list[Node]]:
-    """Which node indexes are drawn; the rest (the middle of a long trace) collapse into one box."""
+def _repeats(ops: list[str], max_period: int = 400) -> tuple[int, int, int] | None:
+    """(start, period, count) of the longest stretch of a block of ops repeated back to back
+    (a stack of identical layers), if it covers most of the trace."""
+    n = len(ops)
+    for period in range(2, min(max_period, n // 3) + 1):
+        best_len, best_start, run = 0, 0, 0
+        for i in range(n - period):
+            run = run + 1 if ops[i] == ops[i + period] else 0
+            if run > best_len:
+                best_len, best_start = run, i - run + 1
+        count = best_len // period + 1
+        varied = len(set(ops[best_start:best_start + period])) >= 2  # a layer, not a run of one op
+        if count >= 3 and varied and (count * period) >= 0.6 * n:
+            return best_start, period, count
+    return None
+
+
+def _shown(trace: Trace, max_nodes: int) -> tuple[set[int], list[Node], str]:
+    """Which node indexes are drawn, which collapse into one box, and a sentence saying so.
+    Repeated blocks (identical layers) keep their first copy; otherwise the middle of a long
+    trace collapses."""
     n = len(trace.nodes)
     if n <= max_nodes:
-        return set(range(n)), []
+        return set(range(n)), [], ""
+    found = _repeats([node.name for node in trace.nodes])
+    if found is not None:
+        start, period, count = found
+        first_end, repeats_end = start + period, start + count * period
+        keep = set(range(first_end)) | set(range(repeats_end, n))
+        if len(keep) <= 2 * max_nodes:
+            hidden = [node for node in trace.nodes if node.index not in keep]
+            return keep, hidden, (f"{count} repeated blocks of {period} nodes: showing the first, "
+                                  f"{count - 1} blocks ({len(hidden)} nodes) collapsed")
     head = max_nodes // 2
-    tail = max_nodes - head
-    keep = set(range(head)) | set(range(n - tail, n))
-    return keep, [node for node in trace.nodes if node.index not in keep]
+    keep = set(range(head)) | set(range(n - (max_nodes - head), n))
+    hidden = [node for node in trace.nodes if node.index not in keep]
+    ops = ", ".join(f"{op} ×{k}" for op, k in Counter(node.op for node in hidden).most_common(4))
+    return keep, hidden, f"showing {len(keep)} of {n} nodes; {len(hidden)} collapsed ({ops}, ...)"
 
 
 def _residual_label(r: Residual) -> str:
@@ -37,15 +66,14 @@ def _residual_label(r: Residual) -> str:
 
 def trace_graph(trace: Trace, max_nodes: int = 60) -> graphviz.Digraph:
     """Build the graphviz drawing of a trace (big traces: the middle nodes collapse into one box)."""
-    keep, hidden = _shown(trace, max_nodes)
+    keep, hidden, collapsed = _shown(trace, max_nodes)
     g = graphviz.Digraph("trace")
     g.attr(rankdir="LR", fontname="Helvetica", fontsize="11", labelloc="t", newrank="true")
     g.attr("node", fontname="Helvetica", fontsize="10", shape="box", style="rounded")
     g.attr("edge", fontname="Helvetica", fontsize="9")
     title = f"tracekit: {trace.summary()}"
     if hidden:
-        ops = ", ".join(f"{op} ×{k}" for op, k in Counter(n.op for n in hidden).most_common(4))
-        title += f"\\nshowing {len(keep)} of {len(trace.nodes)} nodes; {len(hidden)} collapsed ({ops}, ...)"
+        title += f"\\n{collapsed}"
     g.attr(label=_esc(title).replace("\\\\n", "\\n"))
 
     def fid(i: int | str) -> str:
@@ -97,9 +125,14 @@ def trace_graph(trace: Trace, max_nodes: int = 60) -> graphviz.Digraph:
                 fw.edge(previous, fid(node.index), style="invis", weight="10")
             previous = fid(node.index)
 
+    # edge labels take part in the layout (clean, but slow for many edges); big drawings place
+    # them after the layout instead (xlabel), which keeps a 100-node drawing well under a second
+    label_attr = "label" if len(keep) <= 30 else "xlabel"
     drawn: set[tuple[str, str]] = set()
     for node in trace.nodes:
         for src in node.inputs:
+            if isinstance(src, str) and node.index not in keep:
+                continue  # the parameters of collapsed blocks stay out of the picture
             a, b = fid(src), fid(node.index)
             if isinstance(src, str) and (a, a) not in drawn:
                 g.node(a, _esc(f"{src}\\n{trace.leaves.get(src, 'input')}").replace("\\\\n", "\\n"), shape="ellipse")
@@ -117,6 +150,6 @@ def trace_graph(trace: Trace, max_nodes: int = 60) -> graphviz.Digraph:
             if isinstance(src, str) and (fid(src), fid(src)) not in drawn:
                 g.node(fid(src), _esc(src), shape="ellipse")
                 drawn.add((fid(src), fid(src)))
-            g.edge(fid(src), rid(node.index), label=_residual_label(r), color=RESIDUAL,
+            g.edge(fid(src), rid(node.index), **{label_attr: _residual_label(r)}, color=RESIDUAL,
                    fontcolor=RESIDUAL, style="dashed", constraint="false")
     return g
