@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import graphviz
+import numpy as np
 
 from ..model import Node, Residual, Trace
 from ..storage import format_bytes
@@ -22,15 +23,21 @@ def _repeats(ops: list[str], max_period: int = 400) -> tuple[int, int, int] | No
     """(start, period, count) of the longest stretch of a block of ops repeated back to back
     (a stack of identical layers), if it covers most of the trace."""
     n = len(ops)
+    names = {op: i for i, op in enumerate(dict.fromkeys(ops))}
+    if len(names) < 2:
+        return None
+    codes = np.fromiter((names[op] for op in ops), dtype=np.int32, count=n)
     for period in range(2, min(max_period, n // 3) + 1):
-        best_len, best_start, run = 0, 0, 0
-        for i in range(n - period):
-            run = run + 1 if ops[i] == ops[i + period] else 0
-            if run > best_len:
-                best_len, best_start = run, i - run + 1
+        same = np.concatenate(([0], (codes[:-period] == codes[period:]).astype(np.int8), [0]))
+        edges = np.flatnonzero(np.diff(same))  # run starts and ends, alternating
+        if edges.size == 0:
+            continue
+        lengths = edges[1::2] - edges[::2]
+        best = int(lengths.argmax())
+        best_len, best_start = int(lengths[best]), int(edges[2 * best])
         count = best_len // period + 1
         varied = len(set(ops[best_start:best_start + period])) >= 2  # a layer, not a run of one op
-        if count >= 3 and varied and (count * period) >= 0.6 * n:
+        if count >= 3 and varied and count * period >= 0.6 * n:
             return best_start, period, count
     return None
 
