@@ -354,9 +354,9 @@ def _explain_modification(residual: Residual, error: str, mutations: list[Mutati
 
 def _preview(t: torch.Tensor | None) -> str | None:
     """The values of a small tensor as text (kept as text, so the trace holds no tensor)."""
-    if t is None or t.numel() > 8 or t.layout != torch.strided or t.device.type == "meta":
+    if t is None or t.numel() > 4 or t.layout != torch.strided or t.device.type == "meta":
         return None
-    values = t.detach().cpu().flatten().tolist()
+    values = t.detach().reshape(-1).tolist()
     text = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in values)
     return text if t.dim() == 0 else f"[{text}]"
 

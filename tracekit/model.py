@@ -38,7 +38,7 @@ class Residual:
     freed_at: int | None = None
     held_by: str | None = None
     saved_version: int | None = None  # version counter when saved (known once it changed)
-    preview: str | None = None  # the values, for tensors of at most 8 elements (a copy, as text)
+    preview: str | None = None  # the values, for tensors of at most 4 elements (a copy, as text)
     modified_by: list[Mutation] = field(default_factory=list)  # in-place calls seen under capture
 
     @property
