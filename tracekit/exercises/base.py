@@ -103,6 +103,12 @@ def _normalise(value: Any) -> Any:
     return value
 
 
+def parts(*checks: tuple[bool, str]) -> tuple[float, str]:
+    """Equal shares of the points for each (passed, what to fix) check, and the fixes still needed."""
+    fixes = [fix for ok, fix in checks if not ok]
+    return (len(checks) - len(fixes)) / len(checks), "correct" if not fixes else "; ".join(fixes)
+
+
 def close(a: list[float], b: list[float], tol: float = 1e-6) -> bool:
     """Element-wise |a − b| ≤ tol·(1 + |b|), same length."""
     return len(a) == len(b) and all(abs(x - y) <= tol * (1 + abs(y)) for x, y in zip(a, b))

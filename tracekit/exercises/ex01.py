@@ -9,7 +9,7 @@ import torch
 
 from ..capture import trace
 from ..storage import storage_key
-from .base import Exercise, Question, close, equal_judge
+from .base import Exercise, Question, close, equal_judge, parts
 
 
 def _mul_slots(inputs: dict) -> list[str]:
@@ -42,21 +42,13 @@ def _probe_sigmoid(cls: type, inputs: dict) -> dict:
 
 def _judge_sigmoid(obs: dict, inputs: dict) -> tuple[float, str]:
     s = [1 / (1 + math.exp(-v)) for v in inputs["x"]]
-    score, notes = 0.0, []
-    if close(obs.get("y", []), s, 1e-9):
-        score += 1 / 3
-    else:
-        notes.append("forward should return σ(x)")
-    if close(obs.get("grad", []), [v * (1 - v) for v in s], 1e-9):
-        score += 1 / 3
-    else:
-        notes.append("backward should return grad·σ(x)·(1 − σ(x))")
     saved = obs.get("saved", [])
-    if obs.get("custom_nodes") == 1 and len(saved) == 1 and saved[0]["output"] and not saved[0]["input"]:
-        score += 1 / 3
-    else:
-        notes.append("save exactly one tensor for backward, and make it the output, not the input")
-    return score, "correct" if not notes else "; ".join(notes)
+    only_output = obs.get("custom_nodes") == 1 and len(saved) == 1 and saved[0]["output"] and not saved[0]["input"]
+    return parts(
+        (close(obs.get("y", []), s, 1e-9), "forward should return σ(x)"),
+        (close(obs.get("grad", []), [v * (1 - v) for v in s], 1e-9), "backward should return grad·σ(x)·(1 − σ(x))"),
+        (only_output, "save exactly one tensor for backward, and make it the output, not the input"),
+    )
 
 
 EXERCISE = Exercise(

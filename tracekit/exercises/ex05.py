@@ -8,7 +8,7 @@ import random
 import torch
 
 from ..capture import capture
-from .base import Exercise, Question, close, equal_judge
+from .base import Exercise, Question, close, equal_judge, parts
 
 
 def _draw(rng: random.Random) -> dict:
@@ -24,17 +24,13 @@ def _probe_fixed(fn, inputs: dict) -> dict:  # noqa: ANN001
 
 def _judge_fixed(obs: dict, inputs: dict) -> tuple[float, str]:
     a = inputs["a"]
-    score, notes = 0.0, []
-    if close(obs.get("grad", []), [2 * math.cos(2 * v) for v in a], 1e-9):
-        score += 0.5
-    else:
-        notes.append("backward must run and give d/da sum(sin(2a))")
     ok_loss = abs(obs.get("loss", math.inf) - sum(math.sin(2 * v) for v in a)) < 1e-9
-    if ok_loss and close(obs.get("h_next", []), [2 * v + 1 for v in a], 1e-12):
-        score += 0.5
-    else:
-        notes.append("keep the program's results: the loss and h + 1")
-    return score, "correct" if not notes else "; ".join(notes)
+    return parts(
+        (close(obs.get("grad", []), [2 * math.cos(2 * v) for v in a], 1e-9),
+         "backward must run and give d/da sum(sin(2a))"),
+        (ok_loss and close(obs.get("h_next", []), [2 * v + 1 for v in a], 1e-12),
+         "keep the program's results: the loss and h + 1"),
+    )
 
 
 def _versions(inputs: dict) -> list[int]:

@@ -7,7 +7,7 @@ import random
 import torch
 
 from ..memory import measure
-from .base import Exercise, Question, close, plain
+from .base import Exercise, Question, close, parts, plain
 
 
 def _setup(inputs: dict) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -42,17 +42,13 @@ def _judge(obs: dict, inputs: dict) -> tuple[float, str]:
         loss.backward()
         opt.step()
         reference.append(loss.item())
-    score, notes = 0.0, []
     history = obs.get("history")
-    if isinstance(history, list) and close(history, reference, 1e-5):
-        score += 0.5
-    else:
-        notes.append("return one float per step: the training loss, with SGD(lr=0.1) on model(x).pow(2).mean()")
-    if isinstance(obs.get("held"), int) and obs["held"] <= 1024:
-        score += 0.5
-    else:
-        notes.append("the returned history still holds memory that grows with the steps: keep plain numbers")
-    return score, "correct" if not notes else "; ".join(notes)
+    return parts(
+        (isinstance(history, list) and close(history, reference, 1e-5),
+         "return one float per step: the training loss, with SGD(lr=0.1) on model(x).pow(2).mean()"),
+        (isinstance(obs.get("held"), int) and obs["held"] <= 1024,
+         "the returned history still holds memory that grows with the steps: keep plain numbers"),
+    )
 
 
 EXERCISE = Exercise(

@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from .base import Exercise, Question, close, equal_judge
+from .base import Exercise, Question, close, equal_judge, parts
 
 
 def _pack_calls(inputs: dict) -> int:
@@ -40,17 +40,13 @@ def _probe(hooks, inputs: dict) -> dict:  # noqa: ANN001
 def _judge(obs: dict, inputs: dict) -> tuple[float, str]:
     a = torch.tensor(inputs["a"], dtype=torch.float64, requires_grad=True)
     (a.exp() * a.sin()).sum().backward()
-    score, notes = 0.0, []
-    if close(obs.get("grad", []), a.grad.tolist(), 1e-9):
-        score += 0.5
-    else:
-        notes.append("unpack must give back exactly what was packed: gradients changed")
     packed = obs.get("packed", [])
-    if packed and all(t == "int" for t in packed):
-        score += 0.5
-    else:
-        notes.append("pack should return a key (an int), keeping the tensor in your own store")
-    return score, "correct" if not notes else "; ".join(notes)
+    return parts(
+        (close(obs.get("grad", []), a.grad.tolist(), 1e-9),
+         "unpack must give back exactly what was packed: gradients changed"),
+        (bool(packed) and all(t == "int" for t in packed),
+         "pack should return a key (an int), keeping the tensor in your own store"),
+    )
 
 
 EXERCISE = Exercise(

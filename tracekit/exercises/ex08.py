@@ -7,7 +7,7 @@ import random
 import torch
 
 from ..capture import trace
-from .base import Exercise, Question, close
+from .base import Exercise, Question, close, parts
 
 DEPTH, WIDTH = 8, 32
 
@@ -50,16 +50,12 @@ def _judge(obs: dict, inputs: dict) -> tuple[float, str]:
     budget = _graph_bytes(loss) // 2
     loss.backward()
     grads = [v for w in ws for v in w.grad.flatten().tolist()]
-    score, notes = 0.0, []
-    if abs(obs.get("loss", float("inf")) - loss.item()) < 1e-10 and close(obs.get("grads", []), grads, 1e-9):
-        score += 0.5
-    else:
-        notes.append("compute the same loss as plain_loss, with the same gradients")
-    if isinstance(obs.get("saved"), int) and obs["saved"] <= budget:
-        score += 0.5
-    else:
-        notes.append("the graph still keeps more than half of plain_loss's activations: checkpoint more")
-    return score, "correct" if not notes else "; ".join(notes)
+    same = abs(obs.get("loss", float("inf")) - loss.item()) < 1e-10 and close(obs.get("grads", []), grads, 1e-9)
+    return parts(
+        (same, "compute the same loss as plain_loss, with the same gradients"),
+        (isinstance(obs.get("saved"), int) and obs["saved"] <= budget,
+         "the graph still keeps more than half of plain_loss's activations: checkpoint more"),
+    )
 
 
 EXERCISE = Exercise(
