@@ -208,8 +208,12 @@ def bench_grading(quick: bool) -> None:
         sb.run(["pass"], "ex01", {"q1": {}, "q2": {}, "q3": {"x": [0.0]}}, "bench", timeout=120)
         bare = time.perf_counter() - t0
         per = wall / count
+        full = len(reports) == count and all(r["score"] == r["max_score"] for r in reports)
         record(f"grading {count} submissions, --jobs 2: wall per submission", per, "≤ 3 s + notebook", None, "s",
-               sandbox_mean_s=sum(sandbox) / len(sandbox), bare_kernel_and_imports_s=bare, wall_s=wall)
+               sandbox_mean_s=sum(sandbox) / len(sandbox), bare_kernel_and_imports_s=bare, wall_s=wall,
+               all_full_marks=full)
+        if not full:
+            raise SystemExit("grading benchmark: a reference solution did not get full marks")
         beyond = max(0.0, per - (sum(sandbox) / len(sandbox) - bare) / 2)
         record("grading overhead beyond the notebook's own run", beyond, "≤ 3 s", beyond <= 3, "s")
     finally:
