@@ -12,8 +12,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 LESSONS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
 
 
-def test_nine_lessons_with_outputs_ending_in_check_yourself():
-    assert [p.name[:2] for p in LESSONS] == [f"{i:02d}" for i in range(1, 10)]
+def test_ten_lessons_with_outputs_ending_in_check_yourself():
+    assert [p.name[:2] for p in LESSONS] == [f"{i:02d}" for i in range(1, 11)]
     for path in LESSONS:
         book = nbformat.read(path, as_version=4)
         code = [c for c in book.cells if c.cell_type == "code"]

@@ -401,7 +401,11 @@ def _role(slot: str, t: torch.Tensor | None, gnode: Any, position: dict[Any, int
     if producer is None:
         if t.requires_grad or is_param:
             return (f"parameter {var}" if var else "parameter"), var or "parameter"
-        return (f"input {var}" if var else "input (no grad)"), var or "input"
+        if var:
+            return f"input {var}", var
+        if is_custom_function(gnode):  # made inside a custom/compiled forward, which ran without grad
+            return "made inside the function's forward", None
+        return "input (no grad)", "input"
     if producer in position:
         return f"output of #{position[producer]} {producer.name()}", position[producer]
     return "intermediate (made outside the traced graph)", None
