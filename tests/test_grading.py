@@ -235,7 +235,10 @@ def test_cli_check_release_and_grade(tmp_path):
     done = run_cli("check", str(SOLUTIONS[4]))
     assert done.returncode == 0 and "ex05 · In-place mutation, diagnosed and fixed: 5 / 5 points" in done.stdout
     done = run_cli("check", str(EXERCISES[4]))
-    assert "0 / 5 points" in done.stdout and "not implemented" not in done.stdout or "✗ q1" in done.stdout
+    # the blank ex05 still holds the buggy program: q1's backward raises, q2 is unanswered
+    assert done.returncode == 0 and "0 / 5 points" in done.stdout
+    assert "✗ q1" in done.stdout and "modified by an inplace operation" in done.stdout
+    assert "✗ q2" in done.stdout and "set `q2_versions` to your answer" in done.stdout
     release = tmp_path / "release"
     done = run_cli("release", str(release))
     assert done.returncode == 0
