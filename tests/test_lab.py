@@ -10,9 +10,9 @@ def test_reset_is_a_fixed_start_and_both_inputs_are_required():
     m = SigmoidNeuron()
     assert (m.x, m.w, m.ready, m.z) == (0.0, 0.0, False, None)
     m.set_x(1.0)
-    assert m.predict() is False and m.z is None and "BOTH" in m.message
+    assert m.predict(z=1.5) is False and m.z is None and "BOTH" in m.message
     m.set_w(2.0)
-    assert m.predict() is True
+    assert m.run() is True
     m.reset()
     assert (m.x, m.w, m.ready, m.z, m.steps) == (0.0, 0.0, False, None, [])
 
@@ -22,7 +22,7 @@ def test_values_come_from_the_tape_and_match_the_paper(x, z, y, dydx):
     m = SigmoidNeuron()
     m.set_x(x)
     m.set_w(2.0)
-    assert m.predict()
+    assert m.run()
     assert m.z == pytest.approx(z) and round(m.y, 4) == y and round(m.dydx, 4) == dydx
     assert m.hand_dydx == pytest.approx(m.dydx, abs=1e-6)
     assert [s for s, _, _ in m.saved] == ["MulBackward0.self", "MulBackward0.other", "SigmoidBackward0.result"]
@@ -47,30 +47,76 @@ def test_step_walks_forward_then_reverse_highlighting_what_each_rule_reads():
     assert "background:#ffe08a" in page and "z = 1.5000" in page and "y = 0.8176" in page
 
 
-def test_editing_an_input_after_stepping_clears_stale_values():
+def test_predict_asks_first_then_shows_the_tape_value_and_the_difference():
     m = SigmoidNeuron()
     m.set_x(1.0)
     m.set_w(2.0)
-    for _ in range(4):
+    assert m.predict() is False and m.z is None and "type a prediction first" in m.message
+    assert "1.5000" not in m.text()  # nothing from the tape shows before a guess
+    assert m.predict(z=1.4, y=0.8) is True
+    rows = {k: (g, round(t, 4), round(d, 4)) for k, g, t, d in m.comparison()}
+    assert rows == {"z": (1.4, 1.5, -0.1), "y": (0.8, 0.8176, -0.0176)}
+    assert "your z = 1.4   tape z = 1.5000   difference -0.1000" in m.text()
+    page = lab_html(m)
+    assert "<td>1.4</td><td>1.5000</td><td>-0.1000</td>" in page
+    assert m.predict(dydx=0.3) and [k for k, *_ in m.comparison()] == ["dy/dx"]
+    assert round(m.comparison()[0][3], 4) == round(0.3 - 0.2983, 4)
+
+
+@pytest.mark.parametrize("steps", [1, 3, 4, 6])
+def test_editing_an_input_keeps_the_current_step_with_new_values(steps):
+    m = SigmoidNeuron()
+    m.set_x(1.0)
+    m.set_w(2.0)
+    for _ in range(steps):
         m.step()
-    m.set_x(0.5)
-    assert m.z is None and m.steps == [] and m.position == 0
+    m.predict(y=0.8)
+    m.set_x(0.5)  # the seed: edits retain t
+    assert m.position == steps and m.z == pytest.approx(0.5) and round(m.y, 4) == 0.6225
+    assert m.guesses == {}  # a guess for the old inputs is not compared with the new values
     assert "0.8176" not in m.text() and "1.5000" not in lab_html(m)
+    assert m.steps[m.position - 1].title == ["#0 mul", "#1 sub", "#2 sigmoid", "step 0 · SigmoidBackward0",
+                                              "step 1 · SubBackward0", "step 2 · MulBackward0"][steps - 1]
+    m.set_w(-1.0)
+    assert m.position == steps and m.z == pytest.approx(-1.0) and m.dydx == pytest.approx(m.hand_dydx, abs=1e-6)
+
+
+def test_an_edit_before_any_run_computes_nothing():
+    m = SigmoidNeuron()
+    m.set_x(1.0)
+    m.set_w(2.0)
+    m.set_x(3.0)
+    assert m.z is None and m.position == 0 and m.steps == []
+
+
+def test_the_lab_says_it_is_a_teaching_view_not_memory_evidence():
+    m = SigmoidNeuron()
+    assert "not memory evidence" in m.text() and "not memory evidence" in lab_html(m)
+    m.set_x(1.0)
+    m.set_w(2.0)
     m.step()
-    assert m.z == pytest.approx(0.5) and round(m.y, 4) == 0.6225
+    assert "not memory evidence" in m.text() and "not memory evidence" in lab_html(m)
 
 
 def test_widget_buttons_and_inputs_without_a_browser():
     lab = tk.lab()
     lab.x.value = 1.0
     lab.w.value = 2.0
+    lab.predict_button.click()  # nothing typed: the lab asks for a guess first
+    assert "type a prediction first" in lab.view.value and "1.5000" not in lab.view.value
+    lab.guess["y"].value = "zero point eight"
     lab.predict_button.click()
-    assert "z = 1.5000" in lab.view.value and "y = 0.8176" in lab.view.value
+    assert "could not read your y" in lab.view.value
+    lab.guess["z"].value, lab.guess["y"].value = "1.5", "0.8"
+    lab.predict_button.click()
+    assert "<td>0.8</td><td>0.8176</td><td>-0.0176</td>" in lab.view.value
+    assert "<td>1.5</td><td>1.5000</td><td>+0.0000</td>" in lab.view.value
     for _ in range(3):
         lab.step_button.click()
     assert lab.model.position == 3
-    lab.x.value = 0.5  # editing after stepping: nothing stale stays on screen
-    assert "0.8176" not in lab.view.value and lab.model.position == 0
+    lab.x.value = 0.5  # editing after stepping keeps the step; nothing stale stays on screen
+    assert "0.8176" not in lab.view.value and lab.model.position == 3 and lab.play.value == 3
+    assert lab.guess["y"].value == "" and "lab-guesses" not in lab.view.value
     lab.play.value = 6  # what the Play timer does, one tick at a time in the browser
     assert lab.model.position == 6 and "y = 0.6225" in lab.view.value
     assert "dy/dx = <span class='lab-dydx'>0.4700</span>" in lab.view.value

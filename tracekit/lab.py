@@ -1,7 +1,11 @@
 """The sigmoid-neuron lab: one neuron z = w·x − 0.5, y = σ(z), on the real PyTorch tape.
 
 `SigmoidNeuron` is the logic (no widgets, unit-tested directly); `SigmoidLab` puts it
-behind ipywidgets: inputs x and w, buttons Reset / Predict / Step and a Play timer.
+behind ipywidgets: inputs x and w, boxes for the student's predictions of z, y and dy/dx,
+buttons Reset / Predict / Step and a Play timer. Predict asks first: it compares what the
+student typed with the tape's values. Editing x or w keeps the current step.
+
+The lab is a teaching view of one tiny graph, not memory evidence (see CAVEAT).
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ from .capture import capture
 
 OFFSET = 0.5  # z = w·x − 0.5
 START_X, START_W = 0.0, 0.0
+CAVEAT = ("A teaching view, not memory evidence: one neuron of 4-byte scalars. It shows which saved "
+          "value each reverse rule reads; Step and Play replay the recorded run, they do not measure "
+          "memory. Memory evidence is storages and the allocator (lessons 3, 4 and 9).")
+GUESSES = ("z", "y", "dy/dx")
 
 
 @dataclass(frozen=True)
@@ -45,17 +53,27 @@ class SigmoidNeuron:
         self.position = 0  # how many steps are shown
         self.z = self.y = self.dydx = self.dydw = None
         self.saved: list[tuple[str, str, str]] = []  # (slot, value, which rule reads it)
-        self.message = "set both x and w, then Predict or Step"
+        self.guesses: dict[str, float] = {}  # the student's predictions, compared once the tape ran
+        self.message = ("type your predictions of z and y (dy/dx too if you like), then Predict; or Step"
+                        if self.ready else "set both x and w, then predict z and y")
+
+    def _edited(self) -> None:
+        """An input changed: rerun the tape on the new values at the same step (edits keep t)."""
+        position, had_run = self.position, bool(self.steps)
+        self._clear()
+        if had_run and self.ready:
+            self.run()
+            self.position = min(position, len(self.steps))
 
     def set_x(self, value: float) -> None:
-        """Set the input x; anything computed from the old value is cleared."""
+        """Set the input x; a shown run is recomputed at the same step, old predictions are dropped."""
         self.x, self.x_set = float(value), True
-        self._clear()
+        self._edited()
 
     def set_w(self, value: float) -> None:
-        """Set the weight w; anything computed from the old value is cleared."""
+        """Set the weight w; a shown run is recomputed at the same step, old predictions are dropped."""
         self.w, self.w_set = float(value), True
-        self._clear()
+        self._edited()
 
     @property
     def ready(self) -> bool:
@@ -70,7 +88,28 @@ class SigmoidNeuron:
         s = 1 / (1 + math.exp(-self.z))
         return self.w * s * (1 - s)
 
-    def predict(self) -> bool:
+    def predict(self, z: float | None = None, y: float | None = None, dydx: float | None = None) -> bool:
+        """Take the student's guesses, then run the tape and compare; False if inputs or guesses are missing."""
+        if not self.ready:
+            self.message = "set BOTH x and w first (Reset clears them)"
+            return False
+        guesses = {k: float(v) for k, v in zip(GUESSES, (z, y, dydx)) if v is not None}
+        if not guesses:
+            self.message = "type a prediction first (z, y or dy/dx), then press Predict"
+            return False
+        if not self.steps:
+            self.run()
+        self.guesses = guesses
+        self.message = "; ".join(f"{k}: you {g:g}, tape {t:.4f}, off by {abs(g - t):.4f}"
+                                 for k, g, t, _ in self.comparison())
+        return True
+
+    def comparison(self) -> list[tuple[str, float, float, float]]:
+        """(quantity, the student's guess, the tape's value, the difference) for each guess made."""
+        tape = {"z": self.z, "y": self.y, "dy/dx": self.dydx}
+        return [(k, g, tape[k], g - tape[k]) for k, g in self.guesses.items() if tape[k] is not None]
+
+    def run(self) -> bool:
         """Run the neuron on the real tape (forward, then an observed backward); False if not ready."""
         if not self.ready:
             self.message = "set BOTH x and w first (Reset clears them)"
@@ -110,7 +149,7 @@ class SigmoidNeuron:
 
     def step(self) -> LabStep | None:
         """Show one more step (running the tape first if needed); None when there is nothing to show."""
-        if not self.steps and not self.predict():
+        if not self.steps and not self.run():
             return None
         if self.position < len(self.steps):
             self.position += 1
@@ -122,13 +161,17 @@ class SigmoidNeuron:
         lines = [f"x = {self.x:g}{'' if self.x_set else unset}, w = {self.w:g}{'' if self.w_set else unset}"]
         if self.z is None:
             lines.append(self.message)
+            lines.append(CAVEAT)
             return "\n".join(lines)
+        for k, g, t, d in self.comparison():
+            lines.append(f"your {k} = {g:g}   tape {k} = {t:.4f}   difference {d:+.4f}")
         lines.append(f"z = {self.z:.4f}   y = {self.y:.4f}")
         lines.append(f"dy/dx = {self.dydx:.4f} (tape)   w·σ(z)·(1 − σ(z)) = {self.hand_dydx:.4f} (paper)")
         lines.append("saved by the tape: " + "; ".join(f"{slot} = {value}" for slot, value, _ in self.saved))
         for i, s in enumerate(self.steps[: self.position]):
             mark = "→" if i == self.position - 1 else " "
             lines.append(f"{mark} {s.lane:<7} {s.title}: {s.detail}")
+        lines.append(CAVEAT)
         return "\n".join(lines)
 
 
@@ -141,6 +184,9 @@ class SigmoidLab:
         self.model = SigmoidNeuron()
         self.x = widgets.FloatText(value=START_X, description="x", layout=widgets.Layout(width="160px"))
         self.w = widgets.FloatText(value=START_W, description="w", layout=widgets.Layout(width="160px"))
+        small = widgets.Layout(width="150px")
+        self.guess = {k: widgets.Text(value="", placeholder="?", description=f"your {k}", layout=small)
+                      for k in GUESSES}
         self.reset_button = widgets.Button(description="Reset")
         self.predict_button = widgets.Button(description="Predict", button_style="info")
         self.step_button = widgets.Button(description="Step", button_style="primary")
@@ -153,8 +199,9 @@ class SigmoidLab:
         self.predict_button.on_click(lambda _: self._predict())
         self.step_button.on_click(lambda _: self._step())
         self.play.observe(self._on_play, names="value")
-        controls = widgets.HBox([self.x, self.w, self.reset_button, self.predict_button, self.step_button, self.play])
-        self.widget = widgets.VBox([controls, self.view])
+        controls = widgets.HBox([self.x, self.w, self.reset_button, self.step_button, self.play])
+        guesses = widgets.HBox([*self.guess.values(), self.predict_button])
+        self.widget = widgets.VBox([controls, guesses, self.view])
         self.widget.add_class("tracekit-lab")
         self._render()
 
@@ -162,14 +209,21 @@ class SigmoidLab:
     def _on_x(self, change: dict) -> None:
         if not self._syncing:
             self.model.set_x(change["new"])
-            self._restart_play()
-            self._render()
+            self._edited()
 
     def _on_w(self, change: dict) -> None:
         if not self._syncing:
             self.model.set_w(change["new"])
-            self._restart_play()
-            self._render()
+            self._edited()
+
+    def _edited(self) -> None:
+        """An input changed: the model kept its step; the old guesses no longer apply."""
+        self._syncing = True
+        for box in self.guess.values():
+            box.value = ""
+        self.play.value = self.model.position  # edits keep t
+        self._syncing = False
+        self._render()
 
     def _restart_play(self) -> None:
         self._syncing = True
@@ -182,12 +236,23 @@ class SigmoidLab:
         self.model.reset()
         self._syncing = True
         self.x.value, self.w.value = START_X, START_W
+        for box in self.guess.values():
+            box.value = ""
         self._syncing = False
         self._restart_play()
         self._render()
 
     def _predict(self) -> None:
-        self.model.predict()
+        values: dict[str, float | None] = {}
+        for k, box in self.guess.items():
+            text = box.value.strip()
+            try:
+                values[k] = float(text) if text else None
+            except ValueError:
+                self.model.message = f"could not read your {k} {text!r} as a number"
+                self._render()
+                return
+        self.model.predict(values["z"], values["y"], values["dy/dx"])
         self._render()
 
     def _step(self) -> None:
@@ -198,7 +263,7 @@ class SigmoidLab:
         if self._syncing:
             return
         target = change["new"]
-        if not self.model.steps and not self.model.predict():
+        if not self.model.steps and not self.model.run():
             self._render()
             return
         self.play.max = len(self.model.steps)
@@ -223,9 +288,15 @@ def lab_html(m: SigmoidNeuron) -> str:
     """The lab's view: values, the tape's saved values (highlighted when read), the steps so far."""
     e = html.escape
     parts = ["<div class='tracekit-lab-view' style='font-family:sans-serif;font-size:13px'>"]
+    caveat = f"<p class='lab-caveat' style='color:#555'><i>{e(CAVEAT)}</i></p>"
     if m.z is None:
-        parts.append(f"<p class='lab-message'>{e(m.message)}</p></div>")
+        parts.append(f"<p class='lab-message'>{e(m.message)}</p>{caveat}</div>")
         return "".join(parts)
+    if m.comparison():
+        parts.append("<table class='lab-guesses'><tr><th></th><th>you</th><th>tape</th><th>difference</th></tr>")
+        for k, g, t, d in m.comparison():
+            parts.append(f"<tr><td>{e(k)}</td><td>{g:g}</td><td>{t:.4f}</td><td>{d:+.4f}</td></tr>")
+        parts.append("</table>")
     parts.append(f"<p><b class='lab-z'>z = {m.z:.4f}</b> &nbsp; <b class='lab-y'>y = {m.y:.4f}</b> &nbsp; "
                  f"dy/dx = <span class='lab-dydx'>{m.dydx:.4f}</span> (tape) &nbsp; "
                  f"w·σ(z)·(1−σ(z)) = {m.hand_dydx:.4f} (paper)</p>")
@@ -240,7 +311,7 @@ def lab_html(m: SigmoidNeuron) -> str:
     for i, s in enumerate(m.steps[: m.position]):
         style = " style='background:#ffe08a'" if i == m.position - 1 else ""
         parts.append(f"<li{style}><b>{e(s.lane)}</b> {e(s.title)}: {e(s.detail)}</li>")
-    parts.append("</ol></div>")
+    parts.append(f"</ol>{caveat}</div>")
     return "".join(parts)
 
 
