@@ -28,7 +28,7 @@ def test_neuron_trace_has_forward_order_residuals_and_source():
     assert by_slot["other"].rule == "grad_self = grad * other"
     assert by_slot["self"].rule == "grad_other = grad * self"
     assert "result * (1 - result)" in by_slot["result"].rule
-    assert by_slot["self"].role == "parameter w" and by_slot["other"].role == "parameter x"
+    assert by_slot["self"].role == "input leaf w" and by_slot["other"].role == "input leaf x"
     assert by_slot["result"].role.startswith("output of #2 SigmoidBackward0")
     assert by_slot["result"].shape == () and by_slot["result"].dtype == "float32" and by_slot["result"].nbytes == 4
     assert tr.steps == []

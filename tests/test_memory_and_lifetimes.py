@@ -62,11 +62,11 @@ def test_neuron_backward_observes_order_release_and_holders():
     assert by_slot["result"].released_at == 0 and by_slot["self"].released_at == 2
     # nothing is actually freed: y, w and x are all alive in this function
     assert all(s.freed == [] for s in tr.steps)
-    assert by_slot["self"].held_by == "parameter w"
-    assert by_slot["other"].held_by == "parameter x"
+    assert by_slot["self"].held_by == "input leaf w"
+    assert by_slot["other"].held_by == "input leaf x"
     assert by_slot["result"].held_by == "output y (a live tensor)"
     assert abs(x.grad.item() - 0.2983) < 1e-4 and abs(w.grad.item() - 0.1491) < 1e-4
-    assert "released after step 2; held by parameter w" in tr.text()
+    assert "released after step 2; held by input leaf w" in tr.text()
 
 
 def test_intermediate_storage_freed_at_its_step():
@@ -95,7 +95,7 @@ def test_parameter_held_past_backward():
     assert [r.slot for r in addmm.residuals] == ["mat1"]
     tr.backward()
     (mat1,) = addmm.residuals
-    assert mat1.role == "input inp" and mat1.released_at == 2
+    assert mat1.role == "constant inp" and mat1.released_at == 2
     assert mat1.held_by == "user variable inp" and mat1.freed_at is None
     assert tr.nodes[0].name == "TBackward0" and tr.nodes[0].inputs == ("model.weight",)
 

@@ -20,9 +20,9 @@ from torch.overrides import TorchFunctionMode
 
 from . import keeper, rules
 from .errors import NestedCaptureError, NoHistoryError, NotATensorError
-from .model import Mutation, Node, Residual, Storage, Trace
+from .model import Mutation, Node, Residual, Role, Storage, Trace
 from .saved import attributes, is_custom_function, saved_slots
-from .storage import storage_key, storage_nbytes, visible_nbytes, weak_storage
+from .storage import has_data, storage_key, storage_nbytes, visible_nbytes, weak_storage
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OWN_DIR = os.path.dirname(__file__)
@@ -169,7 +169,8 @@ def trace(*outputs: torch.Tensor) -> Trace:
 
 
 def _caller_names() -> dict[tuple[str, int], tuple[str, bool]]:
-    """Names the user's code gives to tensors and parameters: storage key -> (name, parameter)."""
+    """Names the user's code gives to tensors and parameters: storage key -> (name, is a parameter:
+    an nn.Parameter or a module's named parameter)."""
     names: dict[tuple[str, int], tuple[str, bool]] = {}
     frame = _user_frame()
     if frame is None:
@@ -180,8 +181,7 @@ def _caller_names() -> dict[tuple[str, int], tuple[str, bool]]:
             if var.startswith("_"):
                 continue
             if isinstance(value, torch.Tensor) and value.layout == torch.strided:
-                leaf_param = value.is_leaf and value.requires_grad
-                names.setdefault(storage_key(value), (var, leaf_param))
+                names.setdefault(storage_key(value), (var, isinstance(value, torch.nn.Parameter)))
             elif isinstance(value, torch.nn.Module):
                 for pname, p in value.named_parameters():
                     names.setdefault(storage_key(p), (f"{var}.{pname}", True))
@@ -274,14 +274,21 @@ def _build(
     storages: dict[tuple[str, int], Storage] = {}
     nodes: list[Node] = []
 
+    leaf_roles: dict[str, Role] = {}
+
     def leaf_label(leaf_node: Any) -> str:
         var = leaf_node.variable
-        label = names.get(storage_key(var), (None,))[0] or f"leaf{len(leaves)}"
-        leaves.setdefault(label, f"parameter {tuple(var.shape)} {str(var.dtype).removeprefix('torch.')}")
+        label, named_param = names.get(storage_key(var), (None, False))
+        label = label or f"leaf{len(leaves)}"
+        if label not in leaves:
+            role = _leaf_role(var, named_param)
+            leaf_roles[label] = role
+            leaves[label] = f"{role.value} {tuple(var.shape)} {str(var.dtype).removeprefix('torch.')}"
         return label
 
     # leaves that get gradients (parameters): a residual in their storage is theirs (e.g. W.t())
     parameter_keys = {storage_key(n.variable): leaf_label(n) for n in everything if _is_leaf_node(n)}
+    leaf_role_of = {key: leaf_roles[label] for key, label in parameter_keys.items()}
     for i, gnode in enumerate(graph_nodes):
         seq = gnode._sequence_nr()
         where, call = (sources or {}).get(seq, (None, None))
@@ -297,7 +304,7 @@ def _build(
         node.described = slot_rules is not None
         for saved in saved_slots(gnode):
             t = saved.tensor
-            role, producer = _role(saved.slot, t, gnode, position, names)
+            role, producer, kind = _role(saved.slot, t, gnode, position, names, output_keys, parameter_keys)
             storage = None
             if t is not None and t.layout == torch.strided:
                 key = storage_key(t)
@@ -309,6 +316,8 @@ def _build(
                         key, storage_nbytes(t), str(t.device),
                         names=(var,) if var else (), is_parameter=is_param,
                         is_output=key in output_keys, weak=weak_storage(t),
+                        leaf_role=leaf_role_of.get(key) or (_leaf_role(t, is_param) if t.is_leaf and t.requires_grad
+                                                            else None),
                     )
                     storages[key] = storage
             residual = Residual(
@@ -327,6 +336,7 @@ def _build(
                 version=t._version if t is not None else None,
                 preview=_preview(t),
                 error=saved.error,
+                kind=kind,
             )
             if saved.status == "modified in place":
                 _explain_modification(residual, saved.error or "", mutations or [], t)
@@ -336,6 +346,7 @@ def _build(
         nodes.append(node)
     trace = Trace(nodes, list(storages.values()), tuple(outputs), graph_nodes, leaves, sources is not None)
     trace.mutations = list(mutations or [])
+    trace.leaf_roles = leaf_roles
     return trace
 
 
@@ -354,7 +365,7 @@ def _explain_modification(residual: Residual, error: str, mutations: list[Mutati
 
 def _preview(t: torch.Tensor | None) -> str | None:
     """The values of a small tensor as text (kept as text, so the trace holds no tensor)."""
-    if t is None or t.numel() > 4 or t.layout != torch.strided or t.device.type == "meta":
+    if t is None or t.numel() > 4 or t.layout != torch.strided or not has_data(t):
         return None
     values = t.detach().reshape(-1).tolist()
     text = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in values)
@@ -387,25 +398,36 @@ def _rule_text(slot: str, by_slot: dict[str, list[str]] | None) -> str:
     return "; ".join(found) if found else "saved, not read by the rules described"
 
 
+def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
+    """PARAMETER for an nn.Parameter or a module's named parameter, else INPUT (a leaf with grad)."""
+    return Role.PARAMETER if named_parameter or isinstance(t, torch.nn.Parameter) else Role.INPUT
+
+
 def _role(slot: str, t: torch.Tensor | None, gnode: Any, position: dict[Any, int],
-          names: dict[tuple[str, int], tuple[str, bool]]) -> tuple[str, int | str | None]:
-    """(input / parameter / output of which node / intermediate, and who produced it)."""
+          names: dict[tuple[str, int], tuple[str, bool]],
+          output_keys: set[tuple[str, int]] = frozenset(),
+          leaf_labels: dict[tuple[str, int], str] | None = None) -> tuple[str, int | str | None, Role]:
+    """(the role in words, who produced the value, the Role)."""
     if t is None:
-        return "unknown (not held)", None
+        return "unknown (not held)", None, Role.INTERMEDIATE
     if t.grad_fn is not None and t.grad_fn is not gnode and t.grad_fn not in position and t._version > 0:
-        return "modified in place after it was saved", None
-    var, is_param = names.get(storage_key(t), (None, False)) if t.layout == torch.strided else (None, False)
+        return "modified in place after it was saved", None, Role.INTERMEDIATE
+    strided = t.layout == torch.strided
+    var, is_param = names.get(storage_key(t), (None, False)) if strided else (None, False)
     producer = t.grad_fn
+    made = Role.OUTPUT if strided and storage_key(t) in output_keys else Role.INTERMEDIATE
     if producer is gnode or slot.startswith("result"):
-        return f"output of #{position[gnode]} {gnode.name()} (this node)", position[gnode]
+        return f"output of #{position[gnode]} {gnode.name()} (this node)", position[gnode], made
     if producer is None:
-        if t.requires_grad or is_param:
-            return (f"parameter {var}" if var else "parameter"), var or "parameter"
+        if t.requires_grad or is_param or isinstance(t, torch.nn.Parameter):
+            role = _leaf_role(t, is_param)
+            label = var or (leaf_labels or {}).get(storage_key(t)) if strided else var
+            return (f"{role.value} {var}" if var else role.value), label or role.value, role
         if var:
-            return f"input {var}", var
+            return f"constant {var}", var, Role.CONSTANT
         if is_custom_function(gnode):  # made inside a custom/compiled forward, which ran without grad
-            return "made inside the function's forward", None
-        return "input (no grad)", "input"
+            return "made inside the function's forward", None, Role.INTERMEDIATE
+        return "constant (no grad)", "constant", Role.CONSTANT
     if producer in position:
-        return f"output of #{position[producer]} {producer.name()}", position[producer]
-    return "intermediate (made outside the traced graph)", None
+        return f"output of #{position[producer]} {producer.name()}", position[producer], made
+    return "intermediate (made outside the traced graph)", None, Role.INTERMEDIATE

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from .storage import StorageKey, format_bytes
@@ -14,6 +15,17 @@ if TYPE_CHECKING:
     import torch
 
     from .render.table import Table
+
+
+class Role(str, Enum):
+    """What a value is to autodiff: a leaf that gets a gradient (input or parameter), a
+    constant (no gradient), the traced output, or an intermediate made by an op."""
+
+    INPUT = "input leaf"  # a leaf tensor with requires_grad=True that is not a parameter
+    PARAMETER = "parameter"  # an nn.Parameter, or a parameter of a module the caller named
+    CONSTANT = "constant"  # no gradient flows to it: data, masks, tensors without history
+    OUTPUT = "output"  # a tensor passed to trace(): the traced output
+    INTERMEDIATE = "intermediate"  # made by an op inside the graph
 
 
 @dataclass(eq=False)
@@ -40,6 +52,7 @@ class Residual:
     saved_version: int | None = None  # version counter when saved (known once it changed)
     preview: str | None = None  # the values, for tensors of at most 4 elements (a copy, as text)
     modified_by: list[Mutation] = field(default_factory=list)  # in-place calls seen under capture
+    kind: Role = Role.INTERMEDIATE  # the role of the saved value (`role` says it in words)
 
     @property
     def pinned_nbytes(self) -> int | None:
@@ -110,6 +123,7 @@ class Storage:
     names: tuple[str, ...] = ()  # user variables / parameters that point at it
     is_parameter: bool = False
     is_output: bool = False
+    leaf_role: Role | None = None  # INPUT or PARAMETER when a leaf that gets a gradient owns it
     weak: Any = field(default=None, repr=False)  # StorageWeakRef: tells when memory is gone
 
     def expired(self) -> bool:
@@ -143,7 +157,8 @@ class Trace:
         self.nodes = nodes
         self.storages = storages
         self.steps: list[Step] = []
-        self.leaves = leaves  # leaf label -> description (shape, parameter or input)
+        self.leaves = leaves  # leaf label -> description (role, shape, dtype)
+        self.leaf_roles: dict[str, Role] = {}  # leaf label -> its role (set by capture)
         self.captured = captured
         self.retained: bool | None = None  # after backward: whether the graph was kept
         self.error: str | None = None  # PyTorch's message if the observed backward raised

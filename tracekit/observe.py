@@ -46,7 +46,8 @@ def _held_by(storage: Storage, retained: bool) -> str:
         return "the retained graph (retain_graph=True)"
     name = storage.names[0] if storage.names else None
     if storage.is_parameter:
-        return f"parameter {name}" if name else "a parameter"
+        word = storage.leaf_role.value if storage.leaf_role is not None else "parameter"
+        return f"{word} {name}" if name else f"a leaf ({word})"
     if storage.is_output:
         return f"output {name} (a live tensor)" if name else "the traced output (a live tensor)"
     if name:
