@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 StorageKey = tuple[str, int]
 
 
+def is_fake(t: torch.Tensor) -> bool:
+    """True for a FakeTensor (torch._subclasses.FakeTensorMode): a device and a shape, no data."""
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    return fake is not None and isinstance(t, fake.FakeTensor)
+
+
+def has_data(t: torch.Tensor) -> bool:
+    """False for tensors that carry no values or memory: on the meta device, or fake."""
+    return t.device.type != "meta" and not is_fake(t)
+
+
 def storage_key(t: torch.Tensor) -> StorageKey:
-    """The identity of the allocation behind `t`: (device, base address of its storage)."""
-    return (str(t.device), t.untyped_storage().data_ptr())
+    """The identity of the allocation behind `t`: (device, base address of its storage).
+
+    Meta and fake tensors have no memory (every data pointer is 0), so for them the key is
+    the storage object's own identity (its StorageImpl, which every view shares and which
+    stays put while anything holds it)."""
+    storage = t.untyped_storage()
+    if has_data(t):
+        return (str(t.device), storage.data_ptr())
+    return (f"{t.device} (no data)", storage._cdata)
 
 
 def storage_nbytes(t: torch.Tensor) -> int:
