@@ -61,8 +61,14 @@ def test_inplace(device):
     assert len(v["fixes"]) == 3
     for diff, h_next_ok in v["fixes"].values():
         assert diff < 1e-6 and h_next_ok
-    assert v["looks_same"] is True
-    assert "is at version 2; expected version 0" in v["history_error"]
+    # the counter counts writes, not changes: a write that restores the value still fails backward
+    assert v["restored"] is True and "is at version 2; expected version 0" in v["restored_error"]
+    # an overwrite that prints plausible numbers: refused
+    assert "is at version 1; expected version 0" in v["clamp_error"]
+    # .data skips the check: backward runs and the gradient is silently wrong (it used the new h)
+    assert v["data_diff"] > 0.5 and v["data_used_new"] == 0.0
+    # views, .detach() and writes under no_grad all bump the shared counter
+    assert list(v["shared"].values()) == [1, 1, 1]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -76,6 +82,9 @@ def test_recompute(device):
     assert rows["retain_graph + second backward"]["peak"] > plain
     ckpt = next(v for k, v in rows.items() if k.startswith("checkpoint"))
     assert ckpt["peak"] < plain
+    # tanh's rule reads its output, which is the next matmul's input: keeping matmul outputs saves nothing
+    sac = next(v for k, v in rows.items() if k.startswith("selective"))
+    assert sac["peak"] >= plain
     assert len(r.figure().axes[0].patches) == 2 * len(rows)
 
 
@@ -157,3 +166,32 @@ def test_scenarios_without_figure_say_so():
     with pytest.raises(ValueError, match="reads best as a table"):
         r.figure()
     assert r.text().startswith("repeated_backward on cpu")
+
+
+def test_lessons_show_the_same_source_the_scenarios_run():
+    import inspect
+    import pathlib
+
+    import nbformat
+
+    root = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
+    shown = {
+        "04_retention.ipynb": [sc.exp_times],
+        "05_inplace.ipynb": [sc.overwrite_saved],
+        "06_app_references.ipynb": [sc.train_and_log],
+        "07_hooks_offload.ipynb": [sc.block, sc.segment, sc.mlp_loss],
+        "08_recompute.ipynb": [sc.block, sc.segment, sc.save_matmuls, sc.mlp_loss],
+    }
+    for name, functions in shown.items():
+        code = "\n".join(c.source for c in nbformat.read(root / name, as_version=4).cells if c.cell_type == "code")
+        for fn in functions:
+            assert inspect.getsource(fn).strip() in code, f"{name} must show {fn.__name__} as the scenarios run it"
+
+
+def test_mlp_loss_variants_give_the_same_gradient():
+    x, ws = sc._mlp(torch.device("cpu"))
+    grads = []
+    for kwargs in ({}, {"every": 4}, {"every": 2, "policy": sc.save_matmuls}, {"every": 8, "policy": sc.save_matmuls}):
+        (g,) = torch.autograd.grad(sc.mlp_loss(x, ws[:3] + ws[:1], **kwargs), ws[0])
+        grads.append(g)
+    assert all(torch.equal(g, grads[0]) for g in grads)

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
-from torch.utils import checkpoint as torch_checkpoint
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+    noop_context_fn,
+)
 
 from .capture import capture, trace
 from .memory import Measurement, check_device, measure, synchronize
@@ -46,6 +52,69 @@ def _timed(fn: Callable[[], Any], device: str) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
+# the programs the lessons show (each lesson's cell holds the same source) -------------------
+
+
+def exp_times(a: torch.Tensor) -> torch.Tensor:
+    """Lesson 4's program: y = sum(exp(a) * a)."""
+    e = a.exp()  # exp's rule reads its output e
+    return (e * a).sum()  # mul's rule reads e (for a's gradient) and a (for e's)
+
+
+def overwrite_saved(a: torch.Tensor) -> torch.Tensor:
+    """Lesson 5's bug: sin saves h, then h is overwritten in place."""
+    h = a * 2
+    y = h.sin()  # sin's rule needs the h of this moment: grad * cos(h)
+    h.add_(1)  # the bug: overwrites the value sin saved
+    return y.sum()
+
+
+def block(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """One layer of lessons 7 and 8: a matmul, then a pointwise activation."""
+    return torch.tanh(h @ w)
+
+
+def segment(h: torch.Tensor, *ws: torch.Tensor) -> torch.Tensor:
+    """Several blocks in a row."""
+    for w in ws:
+        h = block(h, w)
+    return h
+
+
+def save_matmuls(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+    """Selective checkpointing policy: keep what matmuls produce, recompute the pointwise ops."""
+    if op == torch.ops.aten.mm.default:
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def mlp_loss(x: torch.Tensor, ws: list[torch.Tensor], every: int = 0, policy: Any = None) -> torch.Tensor:
+    """The blocks, checkpointed every `every` blocks (0: not at all), selectively if a policy is given."""
+    h, step = x, every or len(ws)
+    for i in range(0, len(ws), step):
+        if not every:
+            h = segment(h, *ws[i:i + step])
+            continue
+        ctx = partial(create_selective_checkpoint_contexts, policy) if policy else noop_context_fn
+        h = checkpoint(segment, h, *ws[i:i + step], use_reentrant=False, context_fn=ctx)
+    return h.pow(2).mean()
+
+
+def train_and_log(model: Any, opt: Any, x: Any, x_val: Any, keep: Any, probe: Any, steps: int = 6) -> list:
+    """Lesson 6's loop: train, and log a diagnostic each step, kept as keep(val)."""
+    history = []
+    for i in range(steps):
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        val = model(x_val).pow(2).mean()  # a diagnostic, computed with grad enabled
+        history.append(keep(val))
+        del loss, val
+        probe.mark(f"iteration {i}")
+    return history
+
+
 # 1. repeated backward ------------------------------------------------------------------
 
 
@@ -54,7 +123,7 @@ def repeated_backward(device: str = "cpu") -> ScenarioResult:
     dev = check_device(device)
     a = torch.linspace(-1, 1, N, device=dev, requires_grad=True)
     with capture() as cap:
-        y = (a.exp() * a).sum()
+        y = exp_times(a)
     tr = cap.trace(y)
     tr.backward()
     error = _error(lambda: y.backward())
@@ -72,8 +141,9 @@ def repeated_backward(device: str = "cpu") -> ScenarioResult:
         "released before it": "; ".join(f"{r.label} after step {r.released_at}" for r in released),
         "first rule to need one": f"step {failing.index}: {failing.node.name} reads "
         f"{', '.join(r.slot for r in failing.used)}",
-        "graph whose rules save nothing": f"y2 = (a + b).sum(): {len(tr2.residuals)} residuals",
-        "its second backward": "ok" if again is None else f"RuntimeError: {again}",
+        "graph whose rules saved nothing": f"y2 = (a.detach() + b).sum(): {len(tr2.residuals)} residuals",
+        "its second backward": ("ok" if again is None else f"RuntimeError: {again}")
+        + " (an implementation detail of torch 2.13, not the documented contract: use retain_graph=True)",
         "b.grad after two backwards": f"{b.grad.unique().tolist()} (1 per backward, accumulated)",
     }
     return ScenarioResult(
@@ -88,16 +158,12 @@ def repeated_backward(device: str = "cpu") -> ScenarioResult:
 # 2. retain_graph ---------------------------------------------------------------------------
 
 
-def _exp_times(a: torch.Tensor) -> torch.Tensor:
-    return (a.exp() * a).sum()  # the exp result lives only inside the graph
-
-
 def retain_graph(device: str = "cpu") -> ScenarioResult:
     """retain_graph=True keeps every residual until the graph is dropped; measured."""
     dev = check_device(device)
     a = torch.linspace(-1, 1, N, device=dev, requires_grad=True)
     with measure(dev) as probe:
-        y = _exp_times(a)
+        y = exp_times(a)
         probe.mark("after forward")
         tr = trace(y)
         tr.backward(retain_graph=True)
@@ -197,18 +263,21 @@ def _fix_reorder(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return a.grad, h_next
 
 
+def _no_grad_add(t: torch.Tensor) -> None:
+    with torch.no_grad():
+        t.add_(0)
+
+
 def inplace(device: str = "cpu") -> ScenarioResult:
     """A saved value modified in place: PyTorch's version-counter error, explained, then fixed."""
     dev = check_device(device)
     base = torch.linspace(-1, 1, 8, device=dev)
     a = base.clone().requires_grad_(True)
     with capture() as cap:
-        h = a * 2
-        y = h.sin()  # sin saves h
-        h.add_(1)  # the bug: overwrites what sin saved
-    tr = cap.trace(y.sum())
+        y = overwrite_saved(a)
+    tr = cap.trace(y)
     residual = next(r for r in tr.residuals if r.status == "modified in place")
-    error = _error(lambda: y.sum().backward())
+    error = _error(lambda: y.backward())
 
     fixes = {}
     for name, fix in (("out-of-place (h + 1)", _fix_out_of_place), ("clone before mutating", _fix_clone),
@@ -217,15 +286,41 @@ def inplace(device: str = "cpu") -> ScenarioResult:
         grad, h_next = fix(leaf)
         fixes[name] = (_max_diff(grad, _reference_grad(leaf)), torch.equal(h_next, 2 * base + 1))
 
-    # a value can look right and still have lost its history
-    b = torch.arange(8.0, device=dev).requires_grad_(True)
+    # the version counter counts writes, not changes: a write that restores the value still counts
+    b = base.clone().requires_grad_(True)
     hb = b * 2
     yb = hb.sin()
     before = hb.detach().clone()
     hb.mul_(2)
-    hb.div_(2)  # exact for these values: hb prints exactly as before
-    looks_same = torch.equal(hb, before)
-    history_error = _error(lambda: yb.sum().backward())
+    hb.div_(2)  # exact in float32 for these values: the saved value is unchanged
+    restored = torch.equal(hb, before)
+    restored_error = _error(lambda: yb.sum().backward())
+
+    # an overwrite that still prints a plausible number: clamp (an in-place ReLU) on the saved h
+    c = base.clone().requires_grad_(True)
+    hc = c * 2
+    yc = hc.sin()
+    hc.clamp_(min=0)
+    clamp_error = _error(lambda: yc.sum().backward())
+
+    # .data writes without bumping the version: no error, and a silently wrong gradient
+    d = base.clone().requires_grad_(True)
+    hd = d * 2
+    yd = hd.sin()
+    hd.data.clamp_(min=0)
+    yd.sum().backward()
+    data_diff = _max_diff(d.grad, _reference_grad(d))
+    used_new = _max_diff(d.grad, 2 * torch.cos(hd.detach()))
+
+    # views, .detach() and writes under no_grad share / bump the same counter
+    shared = {}
+    for name, write in (("a view: h[:2].add_(0)", lambda t: t[:2].add_(0)),
+                        ("h.detach().add_(0)", lambda t: t.detach().add_(0)),
+                        ("under torch.no_grad(): h.add_(0)", lambda t: _no_grad_add(t))):
+        t = base.clone().requires_grad_(True) * 2
+        v0 = t._version
+        write(t)
+        shared[name] = t._version - v0
 
     facts = {
         "program": "h = a * 2; y = h.sin(); h.add_(1); y.sum().backward()",
@@ -237,15 +332,25 @@ def inplace(device: str = "cpu") -> ScenarioResult:
     for name, (diff, ok) in fixes.items():
         h_next = "ok" if ok else "WRONG"
         facts[f"fix: {name}"] = f"backward ok, grad max |diff| vs 2cos(2a) = {diff:.1e}, h_next {h_next}"
-    facts["prints the same, history lost"] = (
-        f"after h.mul_(2); h.div_(2): torch.equal(h, before) = {looks_same}, yet backward raises: "
-        f"{(history_error or 'nothing').split(';')[0]}"
+    facts["h.mul_(2); h.div_(2): same value, two writes"] = (
+        f"torch.equal(h, before) = {restored}, yet backward raises (the counter counts writes, not changes): "
+        f"{(restored_error or 'nothing').split(';')[0].split(': ')[-1]}"
     )
+    facts["h.clamp_(min=0): plausible numbers, saved value lost"] = (
+        f"backward raises: {(clamp_error or 'nothing').split(';')[0].split(': ')[-1]}"
+    )
+    facts["h.data.clamp_(min=0): no version bump"] = (
+        f"backward runs; grad max |diff| vs 2cos(2a) = {data_diff:.2f} (it used the clamped h: "
+        f"max |diff| vs 2cos(h now) = {used_new:.1e})"
+    )
+    for name, bump in shared.items():
+        facts[f"version bump from {name}"] = f"+{bump}"
     return ScenarioResult(
         "inplace", str(dev), facts, error=error,
         values={"slot": residual.slot, "node": residual.node.name, "saved_version": residual.saved_version,
                 "version": residual.version, "bumped_by": [m.call for m in residual.modified_by],
-                "fixes": fixes, "looks_same": looks_same, "history_error": history_error},
+                "fixes": fixes, "restored": restored, "restored_error": restored_error,
+                "clamp_error": clamp_error, "data_diff": data_diff, "data_used_new": used_new, "shared": shared},
         traces={"buggy": tr},
     )
 
@@ -266,27 +371,6 @@ def _mlp(dev: torch.device) -> tuple[torch.Tensor, list[torch.Tensor]]:
 MODEL = f"{DEPTH} × tanh(h @ W), W {WIDTH}×{WIDTH}, batch {BATCH}"
 
 
-def _block(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return torch.tanh(h @ w)
-
-
-def _segment(h: torch.Tensor, *ws: torch.Tensor) -> torch.Tensor:
-    for w in ws:
-        h = _block(h, w)
-    return h
-
-
-def _mlp_loss(x: torch.Tensor, ws: list[torch.Tensor], checkpointed: bool = False) -> torch.Tensor:
-    """DEPTH blocks; checkpointed: SEGMENT blocks per checkpoint, only segment inputs are kept."""
-    h = x
-    if checkpointed:
-        for i in range(0, len(ws), SEGMENT):
-            h = torch_checkpoint.checkpoint(_segment, h, *ws[i:i + SEGMENT], use_reentrant=False)
-    else:
-        h = _segment(h, *ws)
-    return h.pow(2).mean()
-
-
 def _grads(ws: list[torch.Tensor]) -> list[torch.Tensor]:
     out = [w.grad.clone() for w in ws]
     for w in ws:
@@ -296,36 +380,41 @@ def _grads(ws: list[torch.Tensor]) -> list[torch.Tensor]:
 
 def _recompute_variants(x: torch.Tensor, ws: list[torch.Tensor]) -> dict[str, Callable[[], list[torch.Tensor]]]:
     def plain() -> list[torch.Tensor]:
-        _mlp_loss(x, ws).backward()
+        mlp_loss(x, ws).backward()
         return _grads(ws)
 
     def retained() -> list[torch.Tensor]:
-        loss = _mlp_loss(x, ws)
+        loss = mlp_loss(x, ws)
         loss.backward(retain_graph=True)
         _grads(ws)
         loss.backward()  # the second pass reuses every saved activation
         return _grads(ws)
 
     def recomputed() -> list[torch.Tensor]:
-        _mlp_loss(x, ws).backward()
+        mlp_loss(x, ws).backward()
         _grads(ws)
-        _mlp_loss(x, ws).backward()  # a fresh forward instead of a kept graph
+        mlp_loss(x, ws).backward()  # a fresh forward instead of a kept graph
         return _grads(ws)
 
     def checkpointed() -> list[torch.Tensor]:
-        _mlp_loss(x, ws, checkpointed=True).backward()
+        mlp_loss(x, ws, every=SEGMENT).backward()
+        return _grads(ws)
+
+    def selective() -> list[torch.Tensor]:
+        mlp_loss(x, ws, every=SEGMENT, policy=save_matmuls).backward()
         return _grads(ws)
 
     return {"plain backward": plain, "retain_graph + second backward": retained,
             "recomputed forward + second backward": recomputed,
-            f"checkpoint every {SEGMENT} blocks (use_reentrant=False)": checkpointed}
+            f"checkpoint every {SEGMENT} blocks (use_reentrant=False)": checkpointed,
+            f"selective checkpoint every {SEGMENT} blocks (save matmuls)": selective}
 
 
 def recompute(device: str = "cpu") -> ScenarioResult:
     """Plain, retained, recomputed and checkpointed backward: equal gradients, measured peak and time."""
     dev = check_device(device)
     x, ws = _mlp(dev)
-    loss = _mlp_loss(x, ws)
+    loss = mlp_loss(x, ws)
     tr = trace(loss)
     activations = _predicted(tr.graph_owned_storages(), str(dev))
     del tr, loss
@@ -399,7 +488,7 @@ def offload(device: str = "cpu") -> ScenarioResult:
         transfer.update(pack=0.0, unpack=0.0)
         with measure(dev) as probe, (measure("cpu") if on_gpu else contextlib.nullcontext()) as host_probe:
             with hooks():
-                loss = _mlp_loss(x, ws)
+                loss = mlp_loss(x, ws)
             probe.mark("after forward")
             tr = trace(loss)
             by_device = tr.saved_bytes_by_device
@@ -441,7 +530,9 @@ def offload(device: str = "cpu") -> ScenarioResult:
 ITERATIONS = 6
 
 
-def _train(dev: torch.device, keep: str) -> tuple[Measurement, list[torch.Tensor], list[Any]]:
+def training_setup(device: str = "cpu") -> tuple[Any, Any, torch.Tensor, torch.Tensor]:
+    """Lesson 6's model (128-128-1 MLP, fixed seed), its SGD optimizer, a batch and a validation batch."""
+    dev = check_device(device)
     gen = torch.Generator().manual_seed(1)
     model = torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.Tanh(), torch.nn.Linear(128, 1))
     with torch.no_grad():
@@ -451,17 +542,18 @@ def _train(dev: torch.device, keep: str) -> tuple[Measurement, list[torch.Tensor
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(64, 128, generator=gen).to(dev)
     x_val = torch.randn(256, 128, generator=gen).to(dev)
-    history: list[Any] = []
+    return model, opt, x, x_val
+
+
+KEEPS: dict[str, Callable[[torch.Tensor], Any]] = {
+    "graph": lambda val: val, "detach": lambda val: val.detach(), "item": lambda val: val.item(),
+}
+
+
+def _train(dev: torch.device, keep: str) -> tuple[Measurement, list[torch.Tensor], list[Any]]:
+    model, opt, x, x_val = training_setup(str(dev))
     with measure(dev) as probe:
-        for i in range(ITERATIONS):
-            loss = model(x).pow(2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            val = model(x_val).pow(2).mean()  # a diagnostic, computed with grad enabled
-            history.append({"graph": val, "item": val.item(), "detach": val.detach()}[keep])
-            del loss, val
-            probe.mark(f"iteration {i}")
+        history = train_and_log(model, opt, x, x_val, KEEPS[keep], probe, steps=ITERATIONS)
     return probe.result, [p.detach().clone() for p in model.parameters()], history
 
 
