@@ -19,6 +19,7 @@ NO_CUDA = "CUDA is not available on this machine: nothing was run on it."
 # A CPU mark allocates and frees a uint8 tensor of a unique size: the allocator's own event
 # stream then says exactly where the mark falls (op and memory timestamps can be skewed).
 _SENTINEL = 1_000_003
+_CUDA_SENTINEL = 512  # CUDA rounds sizes to 512-byte blocks: mark i allocates 512 × (i + 1) bytes
 
 
 class DeviceUnavailableError(TracekitError, RuntimeError):
@@ -56,6 +57,23 @@ class Measurement:
     peak_after: str | None = None  # CPU: the last mark before the peak (CUDA does not say when)
     start: int = 0  # CUDA: bytes already allocated when the region began (CPU: unknown, 0)
     reserved_marks: dict[str, int] = field(default_factory=dict)  # CUDA: reserved bytes at each mark
+    allocations: AllocationStream | None = None  # every allocation and free, when asked for
+
+
+@dataclass
+class AllocationStream:
+    """Every allocation and free on one device during a region, in order, with the marks between them.
+
+    `events[i]` is (pointer, signed bytes): positive an allocation, negative a free. A mark at
+    position p was taken after the first p events. The marks' own probe allocations are removed.
+    """
+
+    device: str
+    events: list[tuple[int, int]]
+    marks: list[tuple[str, int]]  # (label, position)
+    reserved: list[int] | None = None  # CUDA: bytes reserved from the driver after each event
+    allocated_at_start: int | None = None  # CUDA: bytes allocated at the first mark (absolute)
+    reserved_at_start: int | None = None  # CUDA: bytes reserved at the first mark
 
 
 @contextlib.contextmanager
@@ -78,12 +96,14 @@ def _quiet_stderr() -> Iterator[None]:
 class MemoryProbe:
     """`with MemoryProbe(device) as probe: ...; probe.mark("after forward")` -> probe.result."""
 
-    def __init__(self, device: str | torch.device = "cpu") -> None:
+    def __init__(self, device: str | torch.device = "cpu", allocations: bool = False) -> None:
         self.device = torch.device(device)
         self.result: Measurement | None = None
         self._marks: list[tuple[str, int, float, int]] = []  # CUDA: label, bytes, time, reserved
         self._labels: list[str] = []  # CPU: mark i is a sentinel allocation of _SENTINEL + i bytes
+        self._sentinels: list[tuple[str, int, int]] = []  # label, bytes, pointer of each mark's probe
         self._profiler: Any = None
+        self._allocations = allocations  # also record every allocation (pointer, size) in order
 
     def __enter__(self) -> MemoryProbe:
         gc.collect()
@@ -92,7 +112,7 @@ class MemoryProbe:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
             self._start = torch.cuda.memory_allocated(self.device)
-        else:
+        if self.device.type != "cuda" or self._allocations:
             from torch.profiler import ProfilerActivity, profile
 
             self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
@@ -107,13 +127,23 @@ class MemoryProbe:
             live = torch.cuda.memory_allocated(self.device) - self._start
             reserved = torch.cuda.memory_reserved(self.device)
             self._marks.append((label, live, time.perf_counter() - self._t0, reserved))
+            if self._allocations:
+                size = _CUDA_SENTINEL * (len(self._sentinels) + 1)
+                probe = torch.empty(size, dtype=torch.uint8, device=self.device)
+                self._sentinels.append((label, size, probe.data_ptr()))
+                del probe
         else:
             self._labels.append(label)
-            torch.empty(_SENTINEL + len(self._labels) - 1, dtype=torch.uint8)  # allocated, freed at once
+            probe = torch.empty(_SENTINEL + len(self._labels) - 1, dtype=torch.uint8)  # allocated, freed at once
+            self._sentinels.append((label, probe.numel(), probe.data_ptr()))
+            del probe
 
     def __exit__(self, *exc: object) -> None:
         synchronize(self.device)
         seconds = time.perf_counter() - self._t0
+        if self._profiler is not None:
+            with _quiet_stderr():
+                self._profiler.__exit__(*exc)
         if self.device.type == "cuda":
             live = torch.cuda.memory_allocated(self.device) - self._start
             self.result = Measurement(
@@ -124,10 +154,62 @@ class MemoryProbe:
                 timeline=[(t, b) for _, b, t, _ in self._marks] + [(seconds, live)], seconds=seconds,
                 start=self._start, reserved_marks={label: r for label, _, _, r in self._marks},
             )
-            return
-        with _quiet_stderr():
-            self._profiler.__exit__(*exc)
-        self.result = _from_profiler(self._profiler, self._labels, seconds)
+        else:
+            self.result = _from_profiler(self._profiler, self._labels, seconds)
+        if self._allocations:
+            self.result.allocations = _allocation_stream(self._profiler, self.device, self._sentinels)
+
+
+def _allocation_events(prof: Any, device: torch.device) -> list[tuple[int, int, int, int, int]]:
+    """(time, pointer, bytes, total allocated, total reserved) of every allocation event on `device`."""
+    from torch._C._profiler import _EventType
+
+    out = []
+    todo = list(reversed(prof.profiler.kineto_results.experimental_event_tree()))
+    while todo:  # preorder, so that equal timestamps keep the order the events were recorded in
+        node = todo.pop()
+        todo.extend(reversed(node.children))
+        if node.typed[0] != _EventType.Allocation:
+            continue
+        f = node.extra_fields
+        dev = f.device
+        if dev.type != device.type or (device.index is not None and dev.index != device.index):
+            continue
+        out.append((node.start_time_ns, f.ptr, f.alloc_size, f.total_allocated, f.total_reserved))
+    out.sort(key=lambda e: e[0])
+    return out
+
+
+def _allocation_stream(prof: Any, device: torch.device, sentinels: list[tuple[str, int, int]]) -> AllocationStream:
+    """The region's allocations in order, each mark placed where its probe allocation happened."""
+    raw = _allocation_events(prof, device)
+    events: list[tuple[int, int]] = []
+    reserved: list[int] = []
+    marks: list[tuple[str, int]] = []
+    allocated_at_start = reserved_at_start = None
+    pending = list(sentinels)
+    probe_ptr: int | None = None  # the live probe allocation whose free is skipped
+    for _, ptr, nbytes, total, total_reserved in raw:
+        if pending and nbytes == pending[0][1] and ptr == pending[0][2]:
+            label = pending.pop(0)[0]
+            if not marks:
+                allocated_at_start, reserved_at_start = total - nbytes, total_reserved
+            marks.append((label, len(events)))
+            probe_ptr = ptr
+            continue
+        if probe_ptr is not None and ptr == probe_ptr and nbytes < 0:
+            probe_ptr = None
+            continue
+        if not marks:
+            continue  # before the first mark: not part of the measured region
+        events.append((ptr, nbytes))
+        reserved.append(total_reserved)
+    if pending:
+        raise TracekitError(f"{len(pending)} marks were not found in the allocator's event stream: "
+                            "measure again (nothing else should allocate the same sizes meanwhile).")
+    cuda = device.type == "cuda"
+    return AllocationStream(str(device), events, marks, reserved if cuda else None,
+                            allocated_at_start if cuda else None, reserved_at_start if cuda else None)
 
 
 def _from_profiler(prof: Any, labels: list[str], seconds: float) -> Measurement:
@@ -155,6 +237,7 @@ def _from_profiler(prof: Any, labels: list[str], seconds: float) -> Measurement:
                        peak=peak, end=live, marks=at_mark, timeline=timeline, seconds=seconds, peak_after=peak_after)
 
 
-def measure(device: str | torch.device = "cpu") -> MemoryProbe:
-    """Measure the bytes allocated on `device` inside a `with` block (see MemoryProbe)."""
-    return MemoryProbe(device)
+def measure(device: str | torch.device = "cpu", allocations: bool = False) -> MemoryProbe:
+    """Measure the bytes allocated on `device` inside a `with` block (see MemoryProbe); with
+    `allocations=True` also keep every allocation and free in order (`result.allocations`)."""
+    return MemoryProbe(device, allocations)

@@ -1,65 +1,185 @@
-"""A memory budget for one training step: categories over the step's timeline, and the
-peak from overlapping lifetimes (not the sum of each category's own peak)."""
+"""A memory budget for one training step, measured allocation by allocation.
+
+`budget()` runs one steady-state training step (after a warm-up step) under the allocator's
+own event stream (every allocation and free, in order) and names every live byte at every
+moment. The categories (each byte is in exactly one; they add up to the measured bytes at
+every point of the step):
+
+- **parameters**: the model's parameters and buffers (BatchNorm's running statistics
+  included) and any other tensor the optimizer updates.
+- **gradients**: the `.grad` of those parameters. `zero_grad(set_to_none=True)` frees them
+  at the start of a step; `set_to_none=False` keeps them (as zeros) for the whole step.
+- **optimizer state**: `optimizer.state` (Adam: `exp_avg`, `exp_avg_sq`, `step` per
+  parameter; SGD without momentum: nothing).
+- **saved activations**: tensors the autograd graph saved for backward that only the graph
+  holds (forward outputs the reverse rules read; under autocast also the low-precision
+  copies of the weights); released rule by rule during backward.
+- **application references**: what the caller's code holds: the batch, and the variables
+  of the step's own frames (the loss, an output kept in a variable, a list of losses). A
+  saved tensor the caller also holds counts here: freeing the graph would not free it.
+- **temporary workspaces**: memory allocated during the step and freed before it ends that
+  none of the above holds: gradients flowing between reverse rules, an op's scratch
+  buffers, the optimizer's intermediate results.
+- **unattributed**: measured bytes no category explains (an allocation that outlives the
+  step with no known holder; on CUDA, memory allocated before the step that tracekit cannot
+  identify). Shown, never folded into another category.
+- **allocator reserve**: CUDA only, reserved − allocated (cached by the allocator, not
+  handed out); on CPU 0. Not part of the allocated total.
+
+How a live allocation gets its category: at every mark (the start, after zero_grad, after
+forward, before each reverse rule, around the optimizer step, the end) tracekit looks at
+who holds each storage (in the order above, first match wins). Between two marks an
+allocation keeps the category of the first mark at or after which it is seen held (what it
+is or is becoming), else of the last one before; one never seen held is a temporary
+workspace if the step both allocated and freed it, unattributed otherwise. The peak is the
+highest point of the measured stream itself, so its breakdown is that moment's.
+
+What is fed to the model (`batch`):
+
+- a tensor: `output = model(batch)`; `loss = loss_fn(output)`;
+- a tuple or list `(inputs, targets)`: `output = model(inputs)` (`model(*inputs)` when
+  inputs is itself a tuple or list, `model(**inputs)` when it is a dict);
+  `loss = loss_fn(output, targets)`; a 1-tuple `(inputs,)` has no targets;
+- a dict (as a DataLoader of dicts yields): with `loss_fn`, the first of the keys
+  `target`, `targets`, `label`, `labels`, `y` is the target and every other entry is a
+  keyword argument, `loss = loss_fn(model(**rest), target)` (`loss_fn(model(**batch))` if
+  there is no target key); without `loss_fn`, `model(**batch)` computes its own loss (the
+  output is the loss, or has a `loss` entry or attribute, as Hugging Face models do);
+- anything else: pass `step=`, a callable that does forward, loss, backward and
+  `optimizer.step()` itself; tracekit finds the phases from the backward calls, the
+  autograd graph's node hooks and the optimizer's step hooks.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import html
-from collections.abc import Callable, Iterable
+import inspect
+import os
+import sys
+import sysconfig
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.overrides import TorchFunctionMode
 
-from .capture import trace
-from .memory import Measurement, check_device, measure
+from . import keeper
+from .capture import _forget_snapshot, _is_leaf_node, _walk
+from .errors import TracekitError
+from .memory import AllocationStream, Measurement, _quiet_stderr, check_device, measure
 from .render.table import _aligned
-from .storage import allocated_bytes, format_bytes, storage_key
+from .saved import LIVE, released, saved_slots
+from .storage import allocated_bytes, format_bytes
 
 CATEGORIES = (
     "parameters", "gradients", "optimizer state", "saved activations",
-    "application references", "temporary workspaces", "allocator reserve",
+    "application references", "temporary workspaces", "unattributed", "allocator reserve",
 )
+ALLOCATED = CATEGORIES[:-1]  # the categories that add up to the allocated bytes
+DEFINITIONS = {
+    "parameters": "model parameters and buffers (BatchNorm running statistics included), and anything "
+                  "else the optimizer updates",
+    "gradients": "the parameters' .grad (zero_grad(set_to_none=True) frees them; set_to_none=False keeps "
+                 "zeros)",
+    "optimizer state": "optimizer.state (Adam: exp_avg, exp_avg_sq, step per parameter; plain SGD: none)",
+    "saved activations": "tensors the autograd graph saved for backward and only the graph holds; "
+                         "released rule by rule during backward",
+    "application references": "what the caller's code holds: the batch and the step's variables (the loss, "
+                              "a kept output); a saved tensor the caller also holds counts here",
+    "temporary workspaces": "allocated and freed within the step, held by none of the above: gradients "
+                            "flowing between reverse rules, scratch buffers, optimizer intermediates",
+    "unattributed": "measured bytes no category explains (no known holder; on CUDA, memory from before "
+                    "the step tracekit cannot identify)",
+    "allocator reserve": "CUDA: reserved − allocated, cached by the allocator (0 on CPU); not in the "
+                         "allocated total",
+}
+TARGET_KEYS = ("target", "targets", "label", "labels", "y")
+FORMS = (
+    "tk.budget accepts: batch=tensor (model(batch), loss_fn(output)); batch=(inputs, targets) "
+    "(model(inputs), loss_fn(output, targets)); batch=dict (target under one of "
+    f"{', '.join(TARGET_KEYS)}, the rest as model(**kwargs); without loss_fn the model returns its "
+    "own loss); or step=callable doing forward, loss, backward and optimizer.step() itself."
+)
+_HOLDERS = ALLOCATED[:5]  # who can hold a storage at a mark, first match wins
+_LIBRARY_DIRS = tuple(
+    os.path.normpath(d) + os.sep
+    for d in (os.path.dirname(torch.__file__), os.path.dirname(__file__), sysconfig.get_paths()["stdlib"])
+)
+
+
+class BudgetInputError(TracekitError, TypeError):
+    """budget() was given a model, batch, loss or step it cannot run."""
 
 
 @dataclass
 class Moment:
-    """The bytes of each category at one point of the step."""
+    """The bytes of each category at one point of the step (the categories add up to `live`)."""
 
     label: str
     bytes: dict[str, int]
-    live: int  # measured bytes allocated (all categories but the reserve)
+    live: int  # measured bytes allocated at this point
+    position: int = 0  # allocator events since the start of the step
+    peak: bool = False  # the highest point of the measured stream
 
 
 @dataclass
 class Budget:
-    """One training step's memory: a timeline of moments, the peak and its breakdown."""
+    """One training step's memory: the measured stream, its moments, the peak and its breakdown."""
 
     device: str
-    timeline: list[Moment]
+    timeline: list[Moment]  # every mark of the step, and the peak where it happened
     peak: int  # measured peak of allocated bytes during the step
-    peak_moment: str  # the moment the peak belongs to
-    at_peak: dict[str, int]  # breakdown at the peak moment (workspace: peak minus the known categories)
+    peak_moment: str  # the label of the peak moment in the timeline
+    at_peak: dict[str, int]  # the breakdown of that moment
     own_peaks: dict[str, int]  # each category's own highest value, whenever it happened
     source: str
     measurement: Measurement | None = field(default=None, repr=False)
+    live: list[int] = field(default_factory=list, repr=False)  # measured bytes after each allocator event
+    series: dict[str, list[int]] = field(default_factory=dict, repr=False)  # each category, same positions
+    notes: dict[str, str] = field(default_factory=dict, repr=False)  # what each category holds here
 
     @property
     def naive_sum(self) -> int:
         """Sum of each category's own peak: what adding up separate measurements would claim."""
-        return sum(v for k, v in self.own_peaks.items() if k != "allocator reserve")
+        return sum(self.own_peaks.get(c, 0) for c in ALLOCATED)
 
-    def table_rows(self) -> list[tuple[str, str, str]]:
-        """(category, bytes at the peak moment, the category's own peak)."""
-        rows = [(c, format_bytes(self.at_peak.get(c, 0)), format_bytes(self.own_peaks.get(c, 0))) for c in CATEGORIES]
-        rows.append(("total allocated", format_bytes(self.peak), format_bytes(self.naive_sum)))
+    def moment(self, label: str) -> Moment:
+        """The moment with this label (`KeyError` naming the labels if there is none)."""
+        for m in self.timeline:
+            if m.label == label:
+                return m
+        raise KeyError(f"no moment {label!r}; the moments are: {[m.label for m in self.timeline]}")
+
+    def table_rows(self) -> list[tuple[str, ...]]:
+        """(category, start, at the peak, end, the category's own peak) in short bytes."""
+        start, end = self.timeline[0].bytes, self.timeline[-1].bytes
+        rows = [(c, format_bytes(start.get(c, 0)), format_bytes(self.at_peak.get(c, 0)), format_bytes(end.get(c, 0)),
+                 format_bytes(self.own_peaks.get(c, 0))) for c in ALLOCATED]
+        rows.append(("total allocated (measured)", format_bytes(self.timeline[0].live), format_bytes(self.peak),
+                     format_bytes(self.timeline[-1].live), format_bytes(self.naive_sum)))
+        reserve = "allocator reserve"
+        rows.append((reserve, format_bytes(start.get(reserve, 0)), format_bytes(self.at_peak.get(reserve, 0)),
+                     format_bytes(end.get(reserve, 0)), format_bytes(self.own_peaks.get(reserve, 0))))
         return rows
 
+    _HEADER = ("category", "start", "at the peak", "end", "own peak")
+
+    def _head(self) -> list[str]:
+        return [
+            f"training-step budget on {self.device}: peak {format_bytes(self.peak)} at '{self.peak_moment}' "
+            f"(measured; {self.source})",
+            f"naive sum of each category's own peak: {format_bytes(self.naive_sum)} "
+            f"({self.naive_sum / max(self.peak, 1):.2f}× the real peak)",
+        ]
+
     def text(self) -> str:
-        """The breakdown table and the two totals, in words."""
-        head = (f"training-step budget on {self.device}: peak {format_bytes(self.peak)} at '{self.peak_moment}' "
-                f"(measured; {self.source})\nnaive sum of each category's own peak: {format_bytes(self.naive_sum)} "
-                f"({self.naive_sum / max(self.peak, 1):.2f}× the real peak)")
-        return head + "\n" + _aligned(("category", "at the peak", "own peak"), self.table_rows(), "  ")
+        """The head lines, each category's definition, and the table (start, peak, end, own peak)."""
+        notes = [f"  {c}: {self.notes.get(c, DEFINITIONS[c])}" for c in CATEGORIES]
+        table = _aligned(self._HEADER, self.table_rows(), "  ")
+        return "\n".join(self._head() + ["categories (each byte counted once):"] + notes) + "\n" + table
 
     def __str__(self) -> str:
         return self.text()
@@ -67,37 +187,509 @@ class Budget:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        body = "".join(
-            "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(v)}</td>" for v in row) + "</tr>"
-            for row in self.table_rows()
-        )
-        caption = html.escape(self.text().splitlines()[0])
-        return (f"<table><caption>{caption}</caption><thead><tr><th>category</th><th>at the peak</th>"
-                f"<th>own peak</th></tr></thead><tbody>{body}</tbody></table>")
+        cell = "<td style='text-align:left'>{}</td>"
+        rows = self.table_rows()
+        body = "".join("<tr>" + "".join(cell.format(html.escape(v)) for v in row) + "</tr>" for row in rows)
+        notes = "".join(f"<li><b>{html.escape(c)}</b>: {html.escape(self.notes.get(c, DEFINITIONS[c]))}</li>"
+                        for c in CATEGORIES)
+        head = "<br>".join(html.escape(line) for line in self._head())
+        columns = "".join(f"<th>{html.escape(h)}</th>" for h in self._HEADER)
+        return (f"<table><caption style='text-align:left'>{head}</caption><thead>"
+                f"<tr><td colspan='5' style='text-align:left'><ul style='margin:0'>{notes}</ul></td></tr>"
+                f"<tr>{columns}</tr></thead><tbody>{body}</tbody></table>")
 
     def figure(self) -> Any:
-        """Stacked categories over the step's moments, the measured live bytes and the peak."""
+        """The measured stream as stacked categories, the phases, and the peak where it happened."""
         from .render.figures import budget_figure
 
         return budget_figure(self)
 
 
-def _bytes(tensors: Iterable[torch.Tensor | None], device: str, seen: set[Any] | None = None) -> int:
-    """Distinct storage bytes of the tensors (as the allocator counts them)."""
-    seen = set() if seen is None else seen
-    total = 0
-    for t in tensors:
-        if t is None or t.layout != torch.strided:
-            continue
-        key = storage_key(t)
-        if key not in seen:
-            seen.add(key)
-            total += allocated_bytes(t.untyped_storage().nbytes(), device)
-    return total
+# ---------------------------------------------------------------- what the batch means
 
 
-def default_setup(device: str | torch.device = "cpu") -> tuple[torch.nn.Module, torch.optim.Optimizer, torch.Tensor]:
-    """A small MLP, Adam and a batch: what `budget()` measures when given nothing."""
+def _tensors_in(value: Any, depth: int = 4) -> Iterator[torch.Tensor]:
+    """Tensors in a value and its containers (tuples, lists, sets, dicts), a few levels deep."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth and isinstance(value, (tuple, list, set, frozenset)):
+        for v in value:
+            yield from _tensors_in(v, depth - 1)
+    elif depth and isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors_in(v, depth - 1)
+
+
+def _positional(fn: Callable[..., Any]) -> tuple[int, int] | None:
+    """(required, accepted) positional arguments of fn; None when Python cannot say."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    many = any(p.kind == p.VAR_POSITIONAL for p in params)
+    return sum(p.default is p.empty for p in pos), (10**6 if many else len(pos))
+
+
+def _split_batch(batch: Any) -> tuple[Any, Any, bool]:
+    """(inputs, target, has_target) for the accepted batch forms, or BudgetInputError."""
+    if isinstance(batch, torch.Tensor):
+        return batch, None, False
+    if isinstance(batch, (tuple, list)):
+        if len(batch) == 1:
+            return batch[0], None, False
+        if len(batch) == 2:
+            return batch[0], batch[1], True
+        raise BudgetInputError(f"batch is a {type(batch).__name__} of {len(batch)} items; expected (inputs, targets) "
+                               f"or (inputs,). {FORMS}")
+    if isinstance(batch, dict):
+        if not all(isinstance(k, str) for k in batch):
+            raise BudgetInputError(f"batch is a dict with non-string keys; its entries are passed as keyword "
+                                   f"arguments. {FORMS}")
+        return batch, None, False
+    raise BudgetInputError(f"batch is a {type(batch).__name__}. {FORMS}")
+
+
+def _call_model(model: Callable[..., Any], inputs: Any) -> Any:
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def _own_loss(output: Any) -> torch.Tensor | None:
+    """The loss a model computed itself: a scalar output, or a `loss` entry or attribute."""
+    if isinstance(output, torch.Tensor):
+        return output if output.numel() == 1 else None
+    loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+    return loss if isinstance(loss, torch.Tensor) else None
+
+
+def _check_loss_fn(loss_fn: Callable[..., Any] | None, batch: Any) -> None:
+    """Raise BudgetInputError if loss_fn cannot take what the batch form gives it."""
+    inputs, target, has_target = _split_batch(batch)
+    if isinstance(batch, dict) and loss_fn is not None:
+        has_target = any(k in batch for k in TARGET_KEYS)
+    if loss_fn is None:
+        if has_target:
+            raise BudgetInputError("batch has targets but no loss_fn was given: pass loss_fn(output, target), "
+                                   f"e.g. torch.nn.functional.mse_loss. {FORMS}")
+        return
+    if not callable(loss_fn):
+        raise BudgetInputError(f"loss_fn is a {type(loss_fn).__name__}, not a callable. {FORMS}")
+    arity = _positional(loss_fn)
+    if arity is None:
+        return
+    required, accepted = arity
+    if has_target and accepted < 2:
+        raise BudgetInputError("loss_fn takes one argument (output) but the batch has targets: pass "
+                               f"loss_fn(output, target), or a batch without targets. {FORMS}")
+    if not has_target and required > 1:
+        raise BudgetInputError(f"loss_fn needs {required} arguments but the batch has no targets: pass "
+                               f"batch=(inputs, targets) (or a dict with a target key). {FORMS}")
+
+
+def _loss(model: Callable[..., Any], batch: Any, loss_fn: Callable[..., Any] | None) -> torch.Tensor:
+    """Run the model on one batch (in the documented form) and return the scalar loss."""
+    inputs, target, has_target = _split_batch(batch)
+    if isinstance(batch, dict) and loss_fn is not None:
+        key = next((k for k in TARGET_KEYS if k in batch), None)
+        inputs = {k: v for k, v in batch.items() if k != key}
+        target, has_target = (batch[key], True) if key is not None else (None, False)
+    if loss_fn is not None:
+        loss = loss_fn(_call_model(model, inputs), target) if has_target else loss_fn(_call_model(model, inputs))
+    else:
+        output = _call_model(model, inputs)
+        loss = _own_loss(output)
+        if loss is None:
+            if isinstance(batch, dict) or not isinstance(output, torch.Tensor):
+                raise BudgetInputError(f"without loss_fn the model must return its loss (a scalar tensor, or one "
+                                       f"under 'loss'); it returned a {type(output).__name__}. {FORMS}")
+            loss = output.float().pow(2).mean()  # a stand-in loss when the batch has no targets
+        del output
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        what = type(loss).__name__ if not isinstance(loss, torch.Tensor) else f"a tensor of shape {tuple(loss.shape)}"
+        raise BudgetInputError(f"the loss must be a scalar tensor; loss_fn returned {what}. {FORMS}")
+    if loss.grad_fn is None:
+        raise BudgetInputError("the loss has no autograd history: the model's parameters must require grad "
+                               "and the step must not run under torch.no_grad().")
+    return loss
+
+
+def _micro_batches(batch: Any, k: int) -> list[Any]:
+    """The batch cut into k micro-batches along dim 0 (views: no new memory)."""
+    def cut(value: Any) -> list[Any]:
+        if isinstance(value, torch.Tensor):
+            if value.dim() == 0:
+                return [value] * k
+            if value.shape[0] < k:
+                raise BudgetInputError(f"accumulate={k} needs at least {k} samples along dim 0; a batch tensor "
+                                       f"has shape {tuple(value.shape)}.")
+            return list(torch.tensor_split(value, k, dim=0))
+        if isinstance(value, (tuple, list)):
+            parts = [cut(v) for v in value]
+            return [type(value)(p[i] for p in parts) for i in range(k)]
+        if isinstance(value, dict):
+            parts = {key: cut(v) for key, v in value.items()}
+            return [{key: p[i] for key, p in parts.items()} for i in range(k)]
+        return [value] * k
+
+    return cut(batch)
+
+
+def _builtin_step(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Any, loss_fn: Callable[..., Any] | None,
+    accumulate: int, autocast: torch.dtype | None, set_to_none: bool, device: torch.device,
+) -> Callable[[], None]:
+    """zero_grad; for each micro-batch forward, loss (÷ k), backward; optimizer.step()."""
+    micro = _micro_batches(batch, accumulate) if accumulate > 1 else [batch]
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=set_to_none)
+        for part in micro:
+            with torch.autocast(device.type, dtype=autocast) if autocast else contextlib.nullcontext():
+                loss = _loss(model, part, loss_fn)
+            if accumulate > 1:
+                loss = loss / accumulate
+            loss.backward()
+        optimizer.step()
+
+    return step
+
+
+# ---------------------------------------------------------------- recording the step
+
+
+def _library_frame(frame: Any) -> bool:
+    return os.path.normpath(frame.f_code.co_filename).startswith(_LIBRARY_DIRS)
+
+
+class _Recorder(TorchFunctionMode):
+    """Marks the step's phases (backward calls, graph nodes, optimizer and zero_grad) and, at each
+    mark, which storage each holder (parameters, gradients, ...) holds."""
+
+    _BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
+                 held: Any, step: Callable[[], Any]) -> None:
+        super().__init__()
+        self.device = device
+        self.optimizer = optimizer
+        tensors = list(model.parameters()) + [p for g in optimizer.param_groups for p in g["params"]]
+        self.params = list({id(p): p for p in tensors}.values())
+        self.buffers = list(model.buffers())
+        self.names = {p.untyped_storage().data_ptr(): n for n, p in model.named_parameters()}
+        self.held = held
+        self.step = step
+        self.probe: Any = None
+        self.labels: list[tuple[str, int]] = []  # (label, backward pass or 0)
+        self.observations: list[dict[int, tuple[str, int]]] = []  # per mark: pointer -> (category, bytes)
+        self.saved: list[tuple[Any, str, int, int]] = []  # (node, slot, pointer, bytes) of the running backward
+        self.retained: dict[int, tuple[StorageWeakRef, int]] = {}  # saved storages of graphs kept by retain_graph
+        self.passes = 0
+        self.rules = 0
+        self.runner: Any = None  # the frame that called the step
+        self.frame_held: list[torch.Tensor] | None = None  # while backward runs: what the caller's frames hold
+        self.optimizer_steps = 0
+
+    # -- marks
+    def mark(self, label: str, backward_pass: int = 0) -> None:
+        self.probe.mark(f"{len(self.labels)}")
+        self.labels.append((label, backward_pass))
+        self.observations.append(self._observe())
+
+    def _observe(self) -> dict[int, tuple[str, int]]:
+        out: dict[int, tuple[str, int]] = {}
+        dev = str(self.device)
+
+        def put(tensors: Any, category: str) -> None:
+            for t in tensors:
+                if t is None or t.layout != torch.strided or t.device != self.device:
+                    continue
+                storage = t.untyped_storage()
+                nbytes = storage.nbytes()
+                if nbytes:
+                    out.setdefault(storage.data_ptr(), (category, allocated_bytes(nbytes, dev)))
+
+        put(self.params + self.buffers, "parameters")
+        put((p.grad for p in self.params), "gradients")
+        put(_tensors_in(list(self.optimizer.state.values())), "optimizer state")
+        refs = self.frame_held if self.frame_held is not None else self._frame_tensors()
+        put(_tensors_in([self.held, self._static_refs(), refs]), "application references")
+        del refs
+        pending = []
+        for node, slot, ptr, nbytes in self.saved:
+            if not released(node, [slot]):
+                pending.append((node, slot, ptr, nbytes))
+                out.setdefault(ptr, ("saved activations", nbytes))
+        self.saved = pending
+        for ptr, (weak, nbytes) in list(self.retained.items()):
+            if weak.expired():
+                del self.retained[ptr]
+            else:
+                out.setdefault(ptr, ("saved activations", nbytes))
+        return out
+
+    def _static_refs(self) -> list[Any]:
+        """What the step function itself holds: its closure cells and the globals it names."""
+        fn = self.step
+        code = getattr(fn, "__code__", None)
+        found: list[Any] = []
+        for cell in getattr(fn, "__closure__", None) or ():
+            with contextlib.suppress(ValueError):
+                found.append(cell.cell_contents)
+        scope = getattr(fn, "__globals__", {})
+        if code is not None:
+            found.extend(scope[n] for n in code.co_names if n in scope)
+        return [v for v in found if not isinstance(v, (torch.nn.Module, torch.optim.Optimizer))]
+
+    def _frame_tensors(self) -> list[torch.Tensor]:
+        """Tensors in the local variables of the caller's frames now running (the step and user code)."""
+        frame = sys._getframe(1)
+        chain = []
+        while frame is not None and frame is not self.runner:
+            chain.append(frame)
+            frame = frame.f_back
+        if frame is None or not chain:
+            return []  # not inside the step (or on another thread)
+        found: list[torch.Tensor] = []
+        for f in chain:
+            if f is chain[-1] or not _library_frame(f):
+                scope = f.f_locals
+                found.extend(_tensors_in([v for v in scope.values()
+                                          if not isinstance(v, (torch.nn.Module, torch.optim.Optimizer))]))
+                _forget_snapshot(f, scope)
+        return found
+
+    # -- running the step
+    def run(self) -> None:
+        self.runner = sys._getframe()
+        self.step()  # the return value is dropped at once
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func in self._BACKWARDS:
+            return self._backward(func, args, kwargs)
+        return func(*args, **kwargs)
+
+    def _backward(self, func: Any, args: Any, kwargs: Any) -> Any:
+        bound = inspect.signature(func).bind(*args, **kwargs).arguments
+        roots = bound.get("self", bound.get("tensors", bound.get("outputs")))
+        roots = [roots] if isinstance(roots, torch.Tensor) else list(roots)
+        create = bool(bound.get("create_graph", False))
+        retain = bound.get("retain_graph")
+        retain = create if retain is None else bool(retain)
+        self.passes += 1
+        n = self.passes
+        self.frame_held = self._frame_tensors()  # the caller's frames wait, unchanged, while backward runs
+        nodes = _walk([r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None])
+        keeper.keep(sorted((g for g in nodes if not _is_leaf_node(g)), key=lambda g: g._sequence_nr()))
+        for node in nodes:
+            if _is_leaf_node(node):
+                continue
+            for s in saved_slots(node):
+                t = s.tensor
+                if s.status == LIVE and t is not None and t.layout == torch.strided and t.device == self.device:
+                    storage = t.untyped_storage()
+                    if storage.nbytes():
+                        self.saved.append((node, s.slot, storage.data_ptr(),
+                                           allocated_bytes(storage.nbytes(), str(self.device))))
+        self.mark("after forward", n)
+        handles = [node.register_prehook(self._rule_hook(node, n)) for node in nodes]
+        try:
+            return func(*args, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+            del handles
+            if retain:
+                for node, slot, ptr, nbytes in self.saved:
+                    if not released(node, [slot]):
+                        self.retained[ptr] = (self._weak(node, slot), nbytes)
+            self.saved = []
+            del nodes, roots, bound
+            self.mark("after backward", n)
+            self.frame_held = None
+
+    @staticmethod
+    def _weak(node: Any, slot: str) -> StorageWeakRef:
+        name, _, index = slot.partition("[")
+        value = getattr(node, "_saved_" + name) if name != "saved_tensors" else node.saved_tensors
+        if index:
+            value = value[int(index.rstrip("]"))]
+        return StorageWeakRef(value.untyped_storage())
+
+    def _rule_hook(self, node: Any, backward_pass: int) -> Callable[[Any], None]:
+        name = node.name()
+        if _is_leaf_node(node):
+            var = node.variable
+            name += f" ({self.names.get(var.untyped_storage().data_ptr(), 'leaf')})"
+
+        def hook(grad_outputs: Any) -> None:
+            self.rules += 1
+            self.mark(f"backward {self.rules}: {name}", backward_pass)
+
+        return hook
+
+    @contextlib.contextmanager
+    def watching(self, model: torch.nn.Module) -> Iterator[None]:
+        """Marks around zero_grad and the optimizer step while the step runs (all undone after)."""
+        def wrap(owner: Any) -> tuple[Any, bool]:
+            had = "zero_grad" in vars(owner)
+            original = owner.zero_grad
+
+            def zero_grad(*a: Any, **k: Any) -> Any:
+                result = original(*a, **k)
+                self.mark("after zero_grad")
+                return result
+
+            owner.zero_grad = zero_grad
+            return original, had
+
+        def begin(*_: Any) -> None:
+            self.mark("optimizer step begins")
+
+        def done(*_: Any) -> None:
+            self.optimizer_steps += 1
+            self.mark("after optimizer step")
+
+        wrapped = [(owner, *wrap(owner)) for owner in (self.optimizer, model)]
+        hooks = [self.optimizer.register_step_pre_hook(begin), self.optimizer.register_step_post_hook(done)]
+        try:
+            yield
+        finally:
+            for h in hooks:
+                h.remove()
+            for owner, original, had in wrapped:
+                if had:
+                    owner.zero_grad = original
+                else:
+                    del owner.zero_grad
+
+
+# ---------------------------------------------------------------- naming every live byte
+
+
+def _resolve(seen: dict[int, str | None], fallback: str) -> tuple[dict[int, str], str]:
+    """Per mark where an allocation was live: the holder seen then, else the next one seen, else
+    the last one seen, else `fallback`; and the category before its first mark."""
+    marks = list(seen)
+    out: dict[int, str | None] = {}
+    ahead: str | None = None
+    for k in reversed(marks):
+        ahead = seen[k] or ahead
+        out[k] = ahead
+    behind: str | None = None
+    for k in marks:
+        behind = seen[k] or behind
+        out[k] = out[k] or behind
+    resolved = {k: c or fallback for k, c in out.items()}
+    return resolved, resolved[marks[0]] if marks else fallback
+
+
+def _attribute(stream: AllocationStream, observations: list[dict[int, tuple[str, int]]],
+               labels: list[str]) -> tuple[list[int], dict[str, list[int]], list[Moment]]:
+    """Measured bytes after every allocator event, each category's bytes at the same points, and
+    the moment of every mark; the categories add up to the measured bytes everywhere."""
+    mark_at = [p for _, p in stream.marks]
+    n = mark_at[-1]  # events after the last mark are not part of the step
+    events = stream.events[:n]
+    sizes: list[int] = []
+    allocated: list[int] = []  # event index, -1 for allocations older than the step
+    freed: list[int | None] = []
+    seen: list[dict[int, str | None]] = []
+    live: dict[int, int] = {}  # pointer -> allocation
+
+    def new(size: int, at: int) -> int:
+        sizes.append(size)
+        allocated.append(at)
+        freed.append(None)
+        seen.append({})
+        return len(sizes) - 1
+
+    for ptr, (_, nbytes) in observations[0].items():
+        live[ptr] = new(nbytes, -1)
+    alive = set(live)
+    for ptr, d in events:  # frees of allocations made before the step that nothing identified
+        if d > 0:
+            alive.add(ptr)
+        elif ptr in alive:
+            alive.discard(ptr)
+        else:
+            live[ptr] = new(-d, -1)
+    static = None
+    if stream.allocated_at_start is not None:  # CUDA knows the absolute count: the rest is unidentified
+        static = new(0, -1)
+    # pass 1: which allocation each event makes or frees, and who holds each live one at each mark
+    event_of: list[int] = []
+    live_at: list[list[int]] = []
+    k = 0
+    for i in range(n + 1):
+        while k < len(mark_at) and mark_at[k] == i:
+            held = observations[k]
+            for ptr, idx in live.items():
+                h = held.get(ptr)
+                seen[idx][k] = h[0] if h else None
+            live_at.append(list(live.values()) + ([static] if static is not None else []))
+            k += 1
+        if i == n:
+            break
+        ptr, d = events[i]
+        if d > 0:
+            if ptr in live:  # a free the stream missed: the older allocation ends here
+                freed[live[ptr]] = i
+            live[ptr] = idx = new(d, i)
+        else:
+            idx = live.pop(ptr)
+            freed[idx] = i
+            sizes[idx] = -d  # the allocator's own size wins over the storage's
+        event_of.append(idx)
+    start = sum(sizes[idx] for idx in range(len(sizes)) if allocated[idx] == -1)
+    if static is not None:
+        sizes[static] = stream.allocated_at_start - start
+        start = stream.allocated_at_start
+    resolved = [
+        _resolve(seen[idx], "temporary workspaces" if allocated[idx] >= 0 and freed[idx] is not None
+                 else "unattributed")
+        for idx in range(len(sizes))
+    ]
+    if static is not None:
+        resolved[static] = ({k: "unattributed" for k in range(len(mark_at))}, "unattributed")
+
+    def category(idx: int, k: int) -> str:
+        at, before = resolved[idx]
+        return at.get(k, before)
+
+    # pass 2: the measured bytes and each category's bytes after every event
+    measured = [start] * (n + 1)
+    for i, (_, d) in enumerate(events):
+        measured[i + 1] = measured[i] + d
+    series = {c: [0] * (n + 1) for c in ALLOCATED}
+    moments = []
+    for k, pos in enumerate(mark_at):
+        totals = dict.fromkeys(ALLOCATED, 0)
+        for idx in live_at[k]:
+            totals[category(idx, k)] += sizes[idx]
+        moments.append(Moment(labels[k], dict(totals), measured[pos], pos))
+        for c in ALLOCATED:
+            series[c][pos] = totals[c]
+        end = mark_at[k + 1] if k + 1 < len(mark_at) else n
+        for i in range(pos, end):
+            idx = event_of[i]
+            c = category(idx, k)
+            totals[c] += sizes[idx] if events[i][1] > 0 else -sizes[idx]
+            for name in ALLOCATED:
+                series[name][i + 1] = totals[name]
+    return measured, series, moments
+
+
+# ---------------------------------------------------------------- the public function
+
+
+def default_setup(device: str | torch.device = "cpu") -> tuple[torch.nn.Module, torch.optim.Optimizer, Any]:
+    """A small MLP classifier, Adam and a batch (inputs, class targets): what `budget()` measures
+    when given nothing (with cross-entropy as the loss)."""
     gen = torch.Generator().manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)
@@ -107,91 +699,126 @@ def default_setup(device: str | torch.device = "cpu") -> tuple[torch.nn.Module, 
             p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
     model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    batch = torch.randn(512, 256, generator=gen).to(device)
-    return model, optimizer, batch
+    inputs = torch.randn(512, 256, generator=gen).to(device)
+    targets = torch.randint(0, 10, (512,), generator=gen).to(device)
+    return model, optimizer, (inputs, targets)
+
+
+def _model_device(model: torch.nn.Module) -> torch.device | None:
+    for t in list(model.parameters()) + list(model.buffers()):
+        return t.device
+    return None
 
 
 def budget(
     model: torch.nn.Module | None = None,
     optimizer: torch.optim.Optimizer | None = None,
-    batch: torch.Tensor | None = None,
-    loss_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    device: str = "cpu",
+    batch: Any = None,
+    loss_fn: Callable[..., torch.Tensor] | None = None,
+    device: str | None = None,
+    *,
+    step: Callable[[], Any] | None = None,
+    accumulate: int = 1,
+    autocast: torch.dtype | None = None,
+    set_to_none: bool = True,
+    warmup: bool = True,
 ) -> Budget:
-    """Measure one steady-state training step (after a warm-up step) and break its memory down."""
-    dev = check_device(device)
-    d = str(dev)
-    if model is None or optimizer is None or batch is None:
+    """Measure one steady-state training step, allocation by allocation, and name every byte.
+
+    Given nothing: a small MLP classifier with Adam and cross-entropy (`default_setup`).
+    Otherwise `model` and `optimizer`, and either `batch` (+ `loss_fn`) in one of the forms in
+    the module docstring, or `step`, a callable doing forward, loss, backward and
+    `optimizer.step()` itself (a `batch` given with it counts as application references).
+    With a batch: `accumulate=k` cuts it into k micro-batches (loss ÷ k, one backward each,
+    one optimizer step); `autocast=torch.bfloat16` runs forward and loss under
+    `torch.autocast`; `set_to_none` is passed to `zero_grad`, called first. The step runs once
+    to warm up (optimizers create their state lazily) unless `warmup=False`.
+    """
+    if model is None and optimizer is None and batch is None and step is None:
+        dev = check_device(device or "cpu")
         model, optimizer, batch = default_setup(dev)
-    loss_fn = loss_fn or (lambda out: out.pow(2).mean())
-    params = [p for p in model.parameters()]
-
-    def step() -> torch.Tensor:
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(batch))
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    step()  # warm-up: the optimizer creates its state on the first step
-    optimizer.zero_grad(set_to_none=True)
-    moments: list[tuple[str, dict[str, int]]] = []
-    held: dict[str, list[torch.Tensor]] = {"refs": [batch]}
-    residuals: list[Any] = []
-
-    def known() -> dict[str, int]:
-        seen: set[Any] = set()
-        state = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-        return {
-            "parameters": _bytes(params, d, seen),
-            "gradients": _bytes((p.grad for p in params), d, seen),
-            "optimizer state": _bytes(state, d, seen),
-            "saved activations": sum(allocated_bytes(s.nbytes, d) for s in residuals if not s.expired()),
-            "application references": _bytes(held["refs"], d, seen),
-        }
-
-    def moment(label: str) -> None:
-        probe.mark(label)
-        moments.append((label, known()))
-
-    start = known()
-    with measure(dev) as probe:
-        moment("start")
-        out = model(batch)
-        loss = loss_fn(out)
-        held["refs"] = [batch, out, loss]
-        tr = trace(loss)
-        residuals[:] = tr.graph_owned_storages()
-        residuals[:] = [s for s in residuals if not any(s.key == storage_key(t) for t in held["refs"])]
-        moment("after forward")
-        tr.backward(on_step=lambda s: moment(f"backward step {s.index}: {s.node.name}"))
-        del tr
-        moment("after backward")
-        optimizer.step()
-        moment("after optimizer step")
-        del out, loss
-        held["refs"] = [batch]
-        moment("end")
-    m = probe.result
-    # CUDA's allocator knows the absolute bytes; the CPU profiler sees changes from the start,
-    # so the CPU start is the known categories at that moment
-    base = m.start if dev.type == "cuda" else sum(start.values())
-    timeline = []
-    for label, cats in moments:
-        live = base + m.marks[label]
-        cats = dict(cats)
-        cats["temporary workspaces"] = max(0, live - sum(cats.values()))
-        reserved = m.reserved_marks.get(label)
-        cats["allocator reserve"] = max(0, reserved - live) if reserved is not None else 0
-        timeline.append(Moment(label, cats, live))
-    peak = base + m.peak
-    if m.peak_after is not None:
-        peak_moment = next(t for t in timeline if t.label == m.peak_after)
+        loss_fn = loss_fn or torch.nn.functional.cross_entropy
+    if not isinstance(model, torch.nn.Module):
+        raise BudgetInputError(f"model is a {type(model).__name__}, not a torch.nn.Module: pass model and optimizer "
+                               f"(or nothing, for the default). {FORMS}")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise BudgetInputError(f"optimizer is a {type(optimizer).__name__}, not a torch.optim.Optimizer: the budget "
+                               f"needs it for the optimizer state and the step hooks. {FORMS}")
+    where = _model_device(model)
+    dev = check_device(device or (str(where) if where is not None else "cpu"))
+    if where is not None and where.type != dev.type:
+        raise BudgetInputError(f"the model is on {where} but device={str(dev)!r}: move the model, or pass "
+                               f"device={str(where)!r}.")
+    if not isinstance(accumulate, int) or accumulate < 1:
+        raise BudgetInputError("accumulate must be a positive int (micro-batches per optimizer step), "
+                               f"not {accumulate!r}.")
+    if step is not None:
+        if not callable(step):
+            raise BudgetInputError(f"step is a {type(step).__name__}, not a callable. {FORMS}")
+        if loss_fn is not None or accumulate != 1 or autocast is not None:
+            raise BudgetInputError("with step=, the step does its own loss, accumulation and autocast: leave "
+                                   "loss_fn, accumulate and autocast unset.")
+        run, held = step, batch
     else:
-        peak_moment = max(timeline, key=lambda t: t.live)
-    at_peak = dict(peak_moment.bytes)
-    known_at_peak = sum(v for k, v in at_peak.items() if k not in ("temporary workspaces", "allocator reserve"))
-    at_peak["temporary workspaces"] = max(0, peak - known_at_peak)
-    own = {c: max(t.bytes.get(c, 0) for t in timeline) for c in CATEGORIES}
-    own["temporary workspaces"] = max(own["temporary workspaces"], at_peak["temporary workspaces"])
-    return Budget(d, timeline, peak, peak_moment.label, at_peak, own, m.source, m)
+        if batch is None:
+            raise BudgetInputError(f"no batch and no step: pass one. {FORMS}")
+        _split_batch(batch)
+        _check_loss_fn(loss_fn, batch)
+        run = _builtin_step(model, optimizer, batch, loss_fn, accumulate, autocast, set_to_none, dev)
+        held = batch
+    rec = _Recorder(model, optimizer, dev, held, run)
+    # the warm-up runs under the probe too: the CPU profiler reports the free of an allocation
+    # only if it saw the allocation, and the step frees what the previous step left (gradients)
+    with measure(dev, allocations=True) as probe:
+        rec.probe = probe
+        if warmup:
+            with _quiet_stderr():  # the CPU allocator warns when it frees memory older than the profiler
+                run()
+        rec.mark("start")
+        with rec.watching(model), rec:
+            rec.run()
+        rec.mark("end")
+    if rec.passes == 0:
+        raise BudgetInputError("the step ran no backward pass: it must call loss.backward() (or "
+                               f"torch.autograd.backward / grad). {FORMS}")
+    labels = _labels(rec.labels, rec.passes, "micro-batch" if step is None else "pass")
+    m = probe.result
+    stream = m.allocations
+    live, series, moments = _attribute(stream, rec.observations, labels)
+    reserved = stream.reserved
+    reserve = [0] * len(live)
+    if reserved is not None:
+        reserve = [stream.reserved_at_start - live[0]] + [r - a for r, a in zip(reserved, live[1:])]
+    for mo in moments:
+        mo.bytes["allocator reserve"] = reserve[mo.position]
+    peak_at = max(range(len(live)), key=live.__getitem__)
+    timeline = list(moments)
+    same = [mo for mo in moments if mo.position == peak_at]
+    if same:
+        peak_moment = same[-1]
+    else:
+        before = max((mo for mo in moments if mo.position < peak_at), key=lambda mo: mo.position)
+        peak_moment = Moment(f"peak (in {before.label})", {c: series[c][peak_at] for c in ALLOCATED}, live[peak_at],
+                             peak_at)
+        peak_moment.bytes["allocator reserve"] = reserve[peak_at]
+        timeline.insert(timeline.index(before) + 1, peak_moment)
+    peak_moment.peak = True
+    own = {c: max(series[c]) for c in ALLOCATED}
+    own["allocator reserve"] = max(reserve)
+    series["allocator reserve"] = reserve
+    notes = dict(DEFINITIONS)
+    buffers = sum(b.untyped_storage().nbytes() for b in model.buffers())
+    if buffers:
+        notes["parameters"] += f" — here {format_bytes(buffers)} of buffers"
+    if dev.type == "cpu":
+        notes["allocator reserve"] = "0 on CPU (no caching allocator); on CUDA reserved − allocated"
+        notes["unattributed"] += "; on CPU the step's start is the identified bytes (the allocator reports changes)"
+    return Budget(str(dev), timeline, live[peak_at], peak_moment.label, dict(peak_moment.bytes), own, m.source, m,
+                  live, series, notes)
+
+
+def _labels(marks: list[tuple[str, int]], passes: int, word: str) -> list[str]:
+    """Mark labels, with the backward pass they belong to when the step ran more than one."""
+    if passes == 1:
+        return [label for label, _ in marks]
+    return [f"{word} {n}/{passes}: {label}" if n else label for label, n in marks]

@@ -93,26 +93,59 @@ def storage_figure(result: ScenarioResult) -> Any:
     return fig
 
 
-def budget_figure(budget: Any) -> Any:
-    """Stacked categories at each moment of the step, the measured live bytes, the peak marked."""
-    from ..memory_budget import CATEGORIES
+def _unit(n: int) -> tuple[int, str]:
+    return (1 << 20, "MiB") if n >= 1 << 20 else (KIB, "KiB")
 
-    fig, ax = _figure(9, 4)
-    xs = list(range(len(budget.timeline)))
-    stacks = [[m.bytes.get(c, 0) / KIB for m in budget.timeline] for c in CATEGORIES]
-    ax.stackplot(xs, *stacks, labels=CATEGORIES, alpha=0.85, step="mid")
-    ax.plot(xs, [m.live / KIB for m in budget.timeline], color="black", lw=1, marker=".", label="measured allocated")
-    peak_x = next(i for i, m in enumerate(budget.timeline) if m.label == budget.peak_moment)
-    ax.axhline(budget.peak / KIB, color="red", ls="--", lw=1)
-    ax.annotate(f"peak {budget.peak / KIB:.0f} KiB", (peak_x, budget.peak / KIB), color="red",
-                textcoords="offset points", xytext=(4, 4), fontsize=8)
-    ax.axhline(budget.naive_sum / KIB, color="gray", ls=":", lw=1)
-    ax.annotate(f"naive sum of category peaks {budget.naive_sum / KIB:.0f} KiB", (0, budget.naive_sum / KIB),
-                color="gray", textcoords="offset points", xytext=(4, 4), fontsize=8)
-    ticks = [i for i, m in enumerate(budget.timeline) if not m.label.startswith("backward step") or i == peak_x]
-    ax.set_xticks(ticks, [budget.timeline[i].label.split(":")[0] for i in ticks], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("KiB")
-    ax.set_title(f"one training step on {budget.device}")
+
+def budget_figure(budget: Any) -> Any:
+    """The measured allocations of one step stacked by category, the phases, and the peak where it happened."""
+    from ..memory_budget import ALLOCATED
+
+    fig, ax = _figure(10, 4.4)
+    scale, unit = _unit(max(budget.peak, budget.naive_sum))
+    xs = list(range(len(budget.live)))
+    colors = {"parameters": "#4c72b0", "gradients": "#dd8452", "optimizer state": "#55a868",
+              "saved activations": "#c44e52", "application references": "#8172b3",
+              "temporary workspaces": "#ccb974", "unattributed": "#b0b0b0"}
+    polys = ax.stackplot(xs, *[[b / scale for b in budget.series[c]] for c in ALLOCATED], labels=ALLOCATED,
+                         colors=[colors[c] for c in ALLOCATED], alpha=0.85, step="post")
+    polys[ALLOCATED.index("unattributed")].set_hatch("//")
+    ax.step(xs, [b / scale for b in budget.live], where="post", color="black", lw=1, label="measured allocated")
+    reserve = budget.series.get("allocator reserve")
+    if reserve and any(reserve):
+        ax.step(xs, [(a + r) / scale for a, r in zip(budget.live, reserve)], where="post", color="black", lw=0.8,
+                ls="--", label="reserved (allocated + allocator reserve)")
+    phases: dict[int, list[str]] = {}
+    for m in budget.timeline:
+        if m.peak and m.label.startswith("peak"):
+            continue
+        if ": backward " in m.label or m.label.startswith("backward "):
+            ax.axvline(m.position, color="gray", lw=0.4, ls=":", zorder=0)
+        else:
+            phases.setdefault(m.position, []).append(m.label)
+            ax.axvline(m.position, color="gray", lw=0.8, zorder=0)
+    ticks: list[tuple[int, list[str]]] = []
+    for pos, labels in sorted(phases.items()):  # phases closer than 3% of the width share one tick
+        if ticks and pos - ticks[-1][0] < 0.03 * max(len(xs) - 1, 1):
+            ticks[-1][1].extend(labels)
+        else:
+            ticks.append((pos, list(labels)))
+    ax.set_xticks([p for p, _ in ticks], [" / ".join(v) for _, v in ticks], rotation=30, ha="right", fontsize=7)
+    peak = next(m for m in budget.timeline if m.peak)
+    ax.axvline(peak.position, color="red", ls="--", lw=1)
+    ax.plot([peak.position], [budget.peak / scale], "o", color="red", ms=5, zorder=5)
+    where = "left" if peak.position < 0.6 * max(xs[-1], 1) else "right"
+    ax.annotate(f"peak {budget.peak / scale:.2f} {unit}: {peak.label}", (peak.position, budget.peak / scale),
+                color="red", fontsize=8, textcoords="offset points", xytext=(8 if where == "left" else -8, 8),
+                ha=where, bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
+    ax.axhline(budget.naive_sum / scale, color="gray", ls=":", lw=1)
+    ax.annotate(f"naive sum of category peaks {budget.naive_sum / scale:.2f} {unit} (no moment reaches it)",
+                (0, budget.naive_sum / scale), color="gray", textcoords="offset points", xytext=(4, 3), fontsize=8)
+    ax.set_ylim(0, max(budget.naive_sum, budget.peak + max(reserve or [0])) / scale * 1.12)
+    ax.set_xlim(0, max(xs[-1], 1))
+    ax.set_ylabel(f"{unit} on {budget.device}")
+    ax.set_xlabel("the step's allocations and frees, in order (dotted: each reverse rule)", fontsize=8)
+    ax.set_title(f"one training step on {budget.device}: every byte measured, named by who holds it")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
