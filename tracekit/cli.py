@@ -173,7 +173,7 @@ def _demo(x_value: float, w_value: float, b_value: float, out: str) -> int:
     import tracekit as tk
 
     x = torch.tensor(x_value, requires_grad=True)
-    w = torch.tensor(w_value, requires_grad=True)
+    w = torch.nn.Parameter(torch.tensor(w_value))  # the neuron's weight: a parameter; x is an input leaf
     with tk.capture() as cap:
         z = w * x + b_value
         y = torch.sigmoid(z)

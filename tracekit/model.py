@@ -210,17 +210,18 @@ class Trace:
         observe_backward(self, gradient, retain_graph, create_graph, on_step)
         return self
 
-    def draw(self, max_nodes: int = 60) -> graphviz.Digraph:
-        """The trace as a graphviz drawing: forward lane, reverse lane, residual edges."""
+    def draw(self, max_nodes: int = 60, width: int = 900) -> graphviz.Digraph:
+        """The trace as a graphviz drawing at most `width` px wide: reverse rules above the forward
+        ops they reverse, residual edges, a lifetime strip and a legend (long traces fold)."""
         from .render.dot import trace_graph
 
-        return trace_graph(self, max_nodes=max_nodes)
+        return trace_graph(self, max_nodes=max_nodes, width=width)
 
-    def svg(self, max_nodes: int = 60) -> str:
+    def svg(self, max_nodes: int = 60, width: int = 900) -> str:
         """The drawing rendered to SVG (system `dot` if present, else the bundled renderer)."""
         from .render.svg import render_svg
 
-        return render_svg(self.draw(max_nodes=max_nodes).source)
+        return render_svg(self.draw(max_nodes=max_nodes, width=width).source)
 
     def table(self) -> Table:
         """The residuals as a table (HTML in Jupyter, text in a terminal)."""

@@ -1,22 +1,54 @@
-"""The trace drawing: forward lane, reverse lane, and each residual as a labelled edge
-from the op that produced it to the rule that reads it."""
+"""The trace drawing: mirrored lanes. Forward ops run left to right; each reverse rule sits
+directly above the op it reverses, so the reverse lane runs right to left; leaves enter where
+they are used; each residual is a short edge from the value that was saved to the rule that
+reads it; a lifetime strip under the drawing shows when each residual is released and freed.
+
+Long traces fold top to bottom (forward lane down the left, reverse lane up the right) and
+collapse repeated blocks, so the drawing fits its place (about 900 px by default)."""
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
+from html import escape
 
 import graphviz
 import numpy as np
 
-from ..model import Node, Residual, Trace
-from ..storage import format_bytes
+from ..model import Node, Residual, Role, Trace
+from ..storage import format_bytes, storage_key
 
 FORWARD, REVERSE, RESIDUAL = "#555555", "#1f5fbf", "#d9731a"
 COLLAPSED = "collapsed"
+WIDTH = 900  # px: a notebook cell, a README column
+
+# role -> (shape, fill, border) of a leaf or output node; ops are white rounded boxes
+ROLE_STYLE: dict[Role, tuple[str, str, str]] = {
+    Role.INPUT: ("ellipse", "#e3f4e1", "#2e7d32"),
+    Role.PARAMETER: ("box", "#ece3f7", "#6a3d9a"),
+    Role.CONSTANT: ("note", "#eeeeee", "#777777"),
+    Role.OUTPUT: ("doublecircle", "#fde0dd", "#c62828"),
+    Role.INTERMEDIATE: ("box", "#ffffff", FORWARD),
+}
+# who keeps a residual's memory -> bar colour in the lifetime strip
+HOLDER_COLOUR = {
+    "graph": RESIDUAL, Role.INPUT: "#2e7d32", Role.PARAMETER: "#6a3d9a", Role.OUTPUT: "#c62828",
+    "variable": "#777777",
+}
+PALE = {
+    RESIDUAL: "#f6d2b2", "#2e7d32": "#c6e6c3", "#6a3d9a": "#dccdee", "#c62828": "#f6c4c0", "#777777": "#dddddd",
+}
+STRIP_MAX_SLOTS, STRIP_MAX_ROWS = 32, 12
+_CHAR_PT = 5.6  # average Helvetica glyph width at 10 pt, for the width estimate
 
 
-def _esc(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+def _q(text: str) -> str:
+    """A DOT double-quoted string; newlines become DOT's centred line breaks."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _attrs(**kw: str) -> str:
+    return "[" + " ".join(f"{k}={_q(v)}" for k, v in kw.items()) + "]"
 
 
 def _repeats(ops: list[str], max_period: int = 400) -> tuple[int, int, int] | None:
@@ -65,98 +97,383 @@ def _shown(trace: Trace, max_nodes: int) -> tuple[set[int], list[Node], str]:
     return keep, hidden, f"showing {len(keep)} of {n} nodes; {len(hidden)} collapsed ({ops}, ...)"
 
 
-def _residual_label(r: Residual) -> str:
-    pinned = format_bytes(r.pinned_nbytes) if r.storage is not None else "0 B"
-    where = "" if r.held_in == "graph" else f"\\n{r.held_in}"
-    return f"{r.slot}: {format_bytes(r.nbytes)} visible / {pinned} pinned\\n{r.free_point()}{where}"
+def _holder(r: Residual) -> str | Role:
+    """Who keeps a residual's memory once autograd lets go: a leaf, the output, a variable, or nobody."""
+    s = r.storage
+    if s is None:
+        return "graph"
+    if s.is_parameter:
+        return s.leaf_role or Role.PARAMETER
+    if s.is_output:
+        return Role.OUTPUT
+    if s.names:
+        return "variable"
+    return "graph"
 
 
-def trace_graph(trace: Trace, max_nodes: int = 60) -> graphviz.Digraph:
-    """Build the graphviz drawing of a trace (big traces: the middle nodes collapse into one box)."""
-    keep, hidden, collapsed = _shown(trace, max_nodes)
-    g = graphviz.Digraph("trace")
-    g.attr(rankdir="LR", fontname="Helvetica", fontsize="11", labelloc="t", newrank="true")
-    g.attr("node", fontname="Helvetica", fontsize="10", shape="box", style="rounded")
-    g.attr("edge", fontname="Helvetica", fontsize="9")
-    title = f"tracekit: {trace.summary()}"
-    if hidden:
-        title += f"\\n{collapsed}"
-    g.attr(label=_esc(title).replace("\\\\n", "\\n"))
+def _outputs(trace: Trace) -> list[tuple[int, str]]:
+    """(forward node index, name) of each traced output."""
+    position = {g: i for i, g in enumerate(trace._graph_nodes)}
+    named = {s.key: s.names[0] for s in trace.storages if s.is_output and s.names}
+    out = []
+    for k, t in enumerate(trace._outputs):
+        i = position.get(t.grad_fn)
+        if i is None:
+            continue
+        name = named.get(storage_key(t)) if str(t.layout) == "torch.strided" else None
+        out.append((i, name or ("output" if len(trace._outputs) == 1 else f"output {k}")))
+    return out
 
-    def fid(i: int | str) -> str:
-        if isinstance(i, str):
-            return f"in_{i}"
-        return f"f{i}" if i in keep else f"f_{COLLAPSED}"
 
-    def rid(i: int) -> str:
-        return f"r{i}" if i in keep else f"r_{COLLAPSED}"
+class _Plan:
+    """Where each thing goes: ids, columns, leaves between the lanes or on the left."""
 
-    step_of = {s.node.index: s.index for s in trace.steps}
-    order = [s.node.index for s in trace.steps] or [n.index for n in reversed(trace.nodes)]
-    listed = set(order)
-    order += [n.index for n in reversed(trace.nodes) if n.index not in listed]
-
-    with g.subgraph(name="cluster_reverse") as rv:
-        kept = " (retain_graph: nothing released)" if trace.retained else ""
-        label = "reverse (observed order)" + kept if trace.steps else "reverse (expected order; not run yet)"
-        rv.attr(label=label, color=REVERSE, style="rounded")
-        previous = None
-        for index in order:
-            node = trace.nodes[index]
-            if index not in keep:
-                if previous == rid(index):
-                    continue
-                rv.node(rid(index), f"… {len(hidden)} rules collapsed …", style="dashed")
-            else:
-                step = f"step {step_of[index]} · " if index in step_of else ""
-                rule_lines = sorted({r.rule for r in node.residuals}) or ["no residual: reads only grad"]
-                body = "\\n".join(_esc(x) for x in rule_lines)
-                ran = {} if index in step_of or not trace.steps else {"fontcolor": "#999999"}
-                rv.node(rid(index), f"{step}{_esc(node.name)}\\n{body}", color=REVERSE, **ran)
-            if previous is not None:
-                rv.edge(previous, rid(index), style="invis", weight="10")
-            previous = rid(index)
-
-    with g.subgraph(name="cluster_forward") as fw:
-        fw.attr(label="forward (execution order)", color=FORWARD, style="rounded")
-        previous = None
+    def __init__(self, trace: Trace, keep: set[int], hidden: list[Node]) -> None:
+        self.trace, self.keep, self.hidden = trace, keep, hidden
+        self.leaf_role = dict(trace.leaf_roles)
+        # leaves: label -> consumer node index (its first forward consumer that is drawn)
+        self.leaf_at: dict[str, int] = {}
         for node in trace.nodes:
             if node.index not in keep:
-                if previous == fid(node.index):
-                    continue
-                fw.node(fid(node.index), f"… {len(hidden)} nodes collapsed …", style="dashed")
-            else:
-                where = f"\\n{_esc(node.source)}" if node.source else ""
-                fw.node(fid(node.index), f"#{node.index} {_esc(node.op)}{where}", color=FORWARD)
-            if previous is not None:
-                fw.edge(previous, fid(node.index), style="invis", weight="10")
-            previous = fid(node.index)
+                continue
+            for src in node.inputs:
+                if isinstance(src, str):
+                    self.leaf_at.setdefault(src, node.index)
+        # constants and other leaves known only as residual producers
+        self.extra: dict[str, tuple[int, Role, str]] = {}  # id -> (column node, role, label)
+        for node in trace.nodes:
+            if node.index not in keep:
+                continue
+            for r in node.residuals:
+                if isinstance(r.producer, str) and r.producer not in self.leaf_at:
+                    generic = r.producer in ("constant", "input", "parameter", "input leaf")
+                    key = f"{r.producer}@{node.index}.{r.slot}" if generic else r.producer
+                    if key not in self.extra:
+                        label = "constant" if generic and r.kind == Role.CONSTANT else r.producer
+                        self.extra[key] = (node.index, r.kind, label)
+        # a source op (no drawn forward input) takes one leaf on its left: the input, not a parameter
+        self.left: set[str] = set()
+        for node in trace.nodes:
+            if node.index not in keep or any(not isinstance(s, str) for s in node.inputs):
+                continue
+            mine = [s for s in node.inputs if isinstance(s, str) and self.leaf_at.get(s) == node.index]
+            if mine:
+                order = sorted(range(len(mine)), key=lambda k: (self.leaf_role.get(mine[k]) == Role.PARAMETER, -k))
+                self.left.add(mine[order[0]])
 
-    # edge labels take part in the layout (clean, but slow for many edges); big drawings place
-    # them after the layout instead (xlabel), which keeps a 100-node drawing well under a second
-    label_attr = "label" if len(keep) <= 30 else "xlabel"
+    def fid(self, i: int | str) -> str:
+        if isinstance(i, str):
+            return "leaf_" + "".join(c if c.isalnum() else f"_{ord(c):x}" for c in i)
+        return f"f{i}" if i in self.keep else f"f_{COLLAPSED}"
+
+    def rid(self, i: int) -> str:
+        return f"r{i}" if i in self.keep else f"r_{COLLAPSED}"
+
+    def residual_source(self, r: Residual) -> str | None:
+        """The drawn id of where a residual came from (None: nowhere to draw it from)."""
+        src = r.producer
+        if src is None:
+            return None
+        if isinstance(src, int):
+            return self.fid(src)
+        if src in self.leaf_at:
+            return self.fid(src)
+        generic = src in ("constant", "input", "parameter", "input leaf")
+        return self.fid(f"{src}@{r.node.index}.{r.slot}" if generic else src)
+
+
+def _rule_label(trace: Trace, node: Node, step_of: dict[int, int]) -> str:
+    step = f"step {step_of[node.index]} · " if node.index in step_of else ""
+    rules = sorted({r.rule for r in node.residuals}) or ["reads no residual"]
+    lines = [part for rule in rules for part in textwrap.wrap(rule, 60, subsequent_indent="    ",
+                                                                break_on_hyphens=False) or [rule]]
+    return "\n".join([f"{step}{node.name}", *lines])
+
+
+def _estimate_lr_width_pt(trace: Trace, plan: _Plan, step_of: dict[int, int]) -> float:
+    """Rough width of the left-to-right layout, in points (Graphviz does the real layout)."""
+    total = 0.0
+    columns = sorted(plan.keep)
+    for i in columns:
+        node = trace.nodes[i]
+        texts = [_rule_label(trace, node, step_of), f"#{i} {node.op}\n{node.source or ''}"]
+        widest = max(len(line) for t in texts for line in t.split("\n"))
+        total += widest * _CHAR_PT + 16 + 24
+    total += sum(60 for leaf in plan.left) + 60  # leaves on the left, the output on the right
+    if plan.hidden:
+        total += 140
+    return total
+
+
+def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
+    """HTML rows: one bar per residual from the op that saved it to the step that released it
+    (solid), then pale while something else still holds its memory."""
+    nodes = [trace.nodes[i] for i in sorted(plan.keep)]
+    residuals = [r for node in nodes for r in node.residuals]
+    observed = bool(trace.steps)
+    n = len(trace.nodes)
+    steps = [s.node.index for s in trace.steps] if observed else [node.index for node in reversed(trace.nodes)]
+    m = len(steps)
+    if plan.hidden or not residuals or n + m > STRIP_MAX_SLOTS or len(residuals) > STRIP_MAX_ROWS:
+        why = "no residuals" if not residuals else "too many to draw"
+        return (f'<tr><td align="left" colspan="3"><font point-size="9">lifetimes: {why} here; '
+                'tr.table() lists every free point</font></td></tr>')
+    step_at = {idx: k for k, idx in enumerate(steps)}
+    total = n + m
+    title = "lifetimes (observed)" if observed else "lifetimes (predicted: backward not run yet)"
+    head = [f'<td align="left"><font point-size="9"><b>{title}</b></font></td>',
+            f'<td colspan="{n}"><font point-size="8">forward op</font></td>',
+            '<td></td>',
+            f'<td colspan="{m}"><font point-size="8">backward step</font></td>', '<td></td>']
+    ticks = ['<td></td>'] + [f'<td width="22"><font point-size="8">#{node.index}</font></td>' for node in trace.nodes]
+    ticks += ['<td width="3"></td>'] + [f'<td width="22"><font point-size="8">{k}</font></td>' for k in range(m)]
+    ticks += ['<td></td>']
+    rows = ["<tr>" + "".join(head) + "</tr>", "<tr>" + "".join(ticks) + "</tr>"]
+    for r in residuals:
+        holder = _holder(r)
+        colour = HOLDER_COLOUR[holder]
+        start = r.node.index
+        if r.held_in.startswith("recomputed") or (r.status == "released" and r.released_at is None):
+            end = gone = None
+        elif observed:
+            end = n + r.released_at if r.released_at is not None else total - 1
+            gone = n + r.freed_at if r.freed_at is not None else (end if holder == "graph" else total - 1)
+        else:
+            end = n + step_at.get(r.node.index, m - 1)
+            gone = end if holder == "graph" else total - 1
+        cells = []
+        for slot in range(total):
+            if slot == n:
+                cells.append('<td bgcolor="#bbbbbb"></td>')
+            if end is not None and start <= slot <= end:
+                cells.append(f'<td bgcolor="{colour}"></td>')
+            elif end is not None and gone is not None and end < slot <= gone:
+                cells.append(f'<td bgcolor="{PALE[colour]}"></td>')
+            else:
+                cells.append("<td></td>")
+        producer = r.producer if isinstance(r.producer, str) else f"#{r.producer}" if r.producer is not None else "?"
+        pinned = format_bytes(r.pinned_nbytes) if r.storage is not None else "0 B"
+        what = f"{producer} → #{r.node.index} {r.node.name}.{r.slot} · {format_bytes(r.nbytes)} (pins {pinned})"
+        where = "" if r.held_in == "graph" else f" [{r.held_in}]"
+        free = r.free_point() + where
+        if not observed:
+            free = "predicted: " + _predicted(r, holder, step_at, m)
+        rows.append(f'<tr><td align="left"><font point-size="9">{escape(what)}</font></td>{"".join(cells)}'
+                    f'<td align="left"><font point-size="9"> {escape(free)}</font></td></tr>')
+    return "".join(rows)
+
+
+def _predicted(r: Residual, holder: str | Role, step_at: dict[int, int], m: int) -> str:
+    if r.held_in.startswith("recomputed"):
+        return "not kept: recomputed in backward"
+    k = step_at.get(r.node.index, m - 1)
+    keeps = {Role.INPUT: "input leaf", Role.PARAMETER: "parameter", Role.OUTPUT: "output", "variable": "a variable"}
+    after = "freed then" if holder == "graph" else f"memory stays ({keeps[holder]})"
+    return f"released after step {k}; {after}"
+
+
+def _legend(roles: set[Role]) -> str:
+    def swatch(role: Role) -> str:
+        shape, fill, border = ROLE_STYLE[role]
+        size = int(len(role.value) * 5.2 + 12)
+        return (f'<td bgcolor="{fill}" border="1" color="{border}" fixedsize="true" width="{size}" height="14">'
+                f'<font point-size="9">{role.value}</font></td><td width="6" height="14" fixedsize="true"></td>')
+
+    cells = "".join(swatch(r) for r in (Role.INPUT, Role.PARAMETER, Role.CONSTANT, Role.OUTPUT) if r in roles)
+    lines = (f'<font point-size="9" color="{FORWARD}">━ forward op (left to right)</font>   '
+             f'<font point-size="9" color="{REVERSE}">━ reverse rule (runs right to left)</font>   '
+             f'<font point-size="9" color="{RESIDUAL}">╍ residual: saved value → the rule that reads it</font>')
+    return (f'<tr><td align="left" colspan="3">{lines}</td></tr>'
+            f'<tr><td align="left" colspan="3"><table border="0" cellspacing="0" cellpadding="1"><tr>{cells}'
+            '<td width="200"></td></tr></table></td></tr>')
+
+
+def _node_line(node_id: str, **attrs: str) -> str:
+    return f"{node_id} {_attrs(**attrs)}"
+
+
+def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH) -> graphviz.Digraph:
+    """Build the graphviz drawing of a trace, at most `width` px wide (big traces fold top to
+    bottom; repeated blocks or the middle of a long trace collapse into one box)."""
+    keep, hidden, collapsed = _shown(trace, max_nodes)
+    plan = _Plan(trace, keep, hidden)
+    step_of = {s.node.index: s.index for s in trace.steps}
+    lanes = _estimate_lr_width_pt(trace, plan, step_of) * 4 / 3 <= width * 1.25
+    out: list[str] = []
+    add = out.append
+    roles_seen: set[Role] = set()
+    aligned: set[int] = set()  # columns already held straight by a visible edge
+
+    def ordered(first: str, second: str, visual_from_first: bool, **attrs: str) -> None:
+        """An edge whose tail comes first (lanes: higher row; folded: further left)."""
+        if not visual_from_first:
+            attrs["dir"] = "back"
+        add(f"{first} -> {second} {_attrs(**attrs)}")
+
+    def column(i: int, leaf_id: str | None, to_rule: dict[str, str] | None, to_op: dict[str, str] | None) -> None:
+        """Edges inside column i: the rule, a leaf between the lanes, the op.
+        Lanes: rule row above the leaf row above the op row. Folded: op, leaf, rule left to right."""
+        rid, fid = plan.rid(i), plan.fid(i)
+        if leaf_id is None:  # the op's own value read by its rule
+            if to_rule is not None:
+                if lanes:
+                    ordered(rid, fid, False, weight="20", **to_rule)
+                else:
+                    ordered(fid, rid, True, **to_rule)
+                aligned.add(i)
+            return
+        if lanes:
+            if to_rule is not None:
+                ordered(rid, leaf_id, False, weight="20", **to_rule)
+            if to_op is not None:
+                ordered(leaf_id, fid, True, weight="20", **to_op)
+            aligned.add(i)
+        else:
+            if to_op is not None:
+                ordered(fid, leaf_id, False, **to_op)
+            if to_rule is not None:
+                ordered(leaf_id, rid, True, **to_rule)
+
+    # nodes: reverse rules and forward ops
+    rule_ids, op_ids, middle_ids = [], [], []
+    rows: dict[str, list[str]] = {}
+    collapsed_done = False
+    for node in trace.nodes:
+        i = node.index
+        if i not in keep:
+            if collapsed_done:
+                continue
+            collapsed_done = True
+            add(_node_line(f"r_{COLLAPSED}", label=f"… {len(hidden)} rules collapsed …", style="dashed,rounded",
+                           color=REVERSE))
+            add(_node_line(f"f_{COLLAPSED}", label=f"… {len(hidden)} nodes collapsed …", style="dashed,rounded"))
+            add(f"r_{COLLAPSED} -> f_{COLLAPSED} [style=invis weight=20]")
+            rule_ids.append(f"r_{COLLAPSED}")
+            op_ids.append(f"f_{COLLAPSED}")
+            rows[COLLAPSED] = [f"f_{COLLAPSED}", f"r_{COLLAPSED}"]
+            continue
+        ran = {} if i in step_of or not trace.steps else {"fontcolor": "#999999"}
+        add(_node_line(f"r{i}", label=_rule_label(trace, node, step_of), color=REVERSE, **ran))
+        where = f"\n{node.source}" if node.source else ""
+        add(_node_line(f"f{i}", label=f"#{i} {node.op}{where}", color=FORWARD))
+        rule_ids.append(f"r{i}")
+        op_ids.append(f"f{i}")
+        rows[str(i)] = [f"f{i}", f"r{i}"]
+
+    def leaf_node(node_id: str, label: str, role: Role) -> None:
+        roles_seen.add(role)
+        shape, fill, border = ROLE_STYLE[role]
+        add(_node_line(node_id, label=label, shape=shape, style="filled", fillcolor=fill, color=border))
+
+    for label, at in plan.leaf_at.items():
+        role = plan.leaf_role.get(label, Role.INPUT)
+        desc = trace.leaves.get(label, role.value).split(" (")[0]
+        leaf_node(plan.fid(label), f"{label}\n{desc}", role)
+        if label in plan.left:
+            op_ids.append(plan.fid(label))
+        else:
+            middle_ids.append(plan.fid(label))
+            rows[str(at)].append(plan.fid(label))
+    for key, (at, role, label) in plan.extra.items():
+        leaf_node(plan.fid(key), label if label == role.value else f"{label}\n{role.value}", role)
+        middle_ids.append(plan.fid(key))
+        rows[str(at)].append(plan.fid(key))
+
+    # the traced outputs, after their forward op; backward starts from them (dotted)
+    for k, (i, name) in enumerate(_outputs(trace)):
+        if i not in keep:
+            continue
+        oid = f"out{k}"
+        leaf_node(oid, name, Role.OUTPUT)
+        add(f"{plan.fid(i)} -> {oid} {_attrs(color=FORWARD)}")
+        add(f"{plan.rid(i)} -> {oid} {_attrs(color=REVERSE, style='dotted', dir='back', weight='0')}")
+        op_ids.append(oid)
+
+    # forward edges, and the reverse lane mirrored (gradient from a consumer's rule to its producer's)
     drawn: set[tuple[str, str]] = set()
+    between_done: set[str] = set()
     for node in trace.nodes:
         for src in node.inputs:
-            if isinstance(src, str) and node.index not in keep:
-                continue  # the parameters of collapsed blocks stay out of the picture
-            a, b = fid(src), fid(node.index)
-            if isinstance(src, str) and (a, a) not in drawn:
-                g.node(a, _esc(f"{src}\\n{trace.leaves.get(src, 'input')}").replace("\\\\n", "\\n"), shape="ellipse")
-                drawn.add((a, a))
-            if a != b and (a, b) not in drawn:
-                g.edge(a, b, color=FORWARD, constraint="false" if not isinstance(src, str) else "true")
-                drawn.add((a, b))
-            if not isinstance(src, str) and (rid(node.index), rid(src)) not in drawn and rid(src) != rid(node.index):
-                g.edge(rid(node.index), rid(src), color=REVERSE, style="dotted", constraint="false")
-                drawn.add((rid(node.index), rid(src)))
+            if isinstance(src, str):
+                if node.index not in keep:
+                    continue
+                lid = plan.fid(src)
+                if src in plan.left:
+                    add(f"{lid} -> {plan.fid(node.index)} {_attrs(color=FORWARD)}")
+                elif plan.leaf_at.get(src) != node.index and (lid, plan.fid(node.index)) not in drawn:
+                    add(f"{lid} -> {plan.fid(node.index)} {_attrs(color=FORWARD, constraint='false')}")
+                drawn.add((lid, plan.fid(node.index)))
+                continue
+            a, b = plan.fid(src), plan.fid(node.index)
+            if a == b or (a, b) in drawn:
+                continue
+            drawn.add((a, b))
+            add(f"{a} -> {b} {_attrs(color=FORWARD)}")
+            add(f"{plan.rid(src)} -> {plan.rid(node.index)} {_attrs(color=REVERSE, dir='back')}")
+
+    # residual edges: from the saved value to the rule that reads it
+    use_label = lanes and len(keep) <= 30  # folded drawings: the slot names are in each rule's formulas
+    for node in trace.nodes:
         if node.index not in keep:
             continue
+        i = node.index
         for r in node.residuals:
-            src = r.producer if r.producer is not None else node.index
-            if isinstance(src, str) and (fid(src), fid(src)) not in drawn:
-                g.node(fid(src), _esc(src), shape="ellipse")
-                drawn.add((fid(src), fid(src)))
-            g.edge(fid(src), rid(node.index), **{label_attr: _residual_label(r)}, color=RESIDUAL,
-                   fontcolor=RESIDUAL, style="dashed", constraint="false")
+            src = plan.residual_source(r)
+            if src is None:
+                continue
+            style = {"color": RESIDUAL, "style": "dashed"}
+            if use_label:
+                style.update(label=f"  {r.slot}", fontcolor=RESIDUAL)
+            if src == plan.fid(i):
+                column(i, None, style, None)
+            elif src in middle_ids and src in rows[str(i)]:
+                first = src not in between_done
+                between_done.add(src)
+                column(i, src, style, {"color": FORWARD} if first else None)
+            elif lanes and src.startswith("f") or src in op_ids and not lanes:
+                add(f"{plan.rid(i)} -> {src} {_attrs(dir='back', **style)}" if lanes else
+                    f"{src} -> {plan.rid(i)} {_attrs(**style)}")
+            else:
+                add(f"{plan.rid(i)} -> {src} {_attrs(dir='back', **style)}")
+    # leaves between the lanes that no rule here read still enter their op
+    for key in [*plan.leaf_at, *plan.extra]:
+        lid = plan.fid(key)
+        if lid in middle_ids and lid not in between_done:
+            at = plan.leaf_at[key] if key in plan.leaf_at else plan.extra[key][0]
+            column(at, lid, None, {"color": FORWARD})
+    for i in keep:
+        if i not in aligned:
+            add(f"r{i} -> f{i} [style=invis weight=20]" if lanes else f"f{i} -> r{i} [style=invis]")
+
+    if lanes:
+        add("{rank=same; " + "; ".join(rule_ids) + "}")
+        if middle_ids:
+            add("{rank=same; " + "; ".join(middle_ids) + "}")
+        add("{rank=same; " + "; ".join(op_ids) + "}")
+    else:
+        for ids in rows.values():
+            add("{rank=same; " + "; ".join(ids) + "}")
+
+    title = f"tracekit: {trace.summary()}"
+    if hidden:
+        title += f"\n{collapsed}"
+    where = ("reverse rules (top) above the forward ops they reverse (bottom)" if lanes else
+             "folded: forward ops run down the left, reverse rules up the right, each rule beside its op")
+    kept = " (retain_graph: nothing released)" if trace.retained else ""
+    order = "observed order" + kept if trace.steps else "expected order: backward not run yet"
+    title += f"\n{where}; reverse in {order}"
+    html = ('<<table border="0" cellspacing="0" cellpadding="1">'
+            + "".join(f'<tr><td align="left" colspan="3"><font point-size="10">{escape(line)}</font></td></tr>'
+                      for line in title.split("\n"))
+            + _legend(roles_seen)
+            + '<tr><td colspan="3" height="6"></td></tr>'
+            + '<tr><td align="left" colspan="3"><table border="0" cellspacing="1" cellpadding="0">'
+            + _lifetime_strip(trace, plan) + "</table></td></tr></table>>")
+    g = graphviz.Digraph("trace")
+    g.attr(rankdir="TB", fontname="Helvetica", fontsize="10", labelloc="b", labeljust="l", newrank="true",
+           nodesep="0.3", ranksep="0.25", size=f"{width * 0.75 / 72:.3f},1000", pad="0.1", outputorder="edgesfirst")
+    g.attr("node", fontname="Helvetica", fontsize="10", shape="box", style="rounded", margin="0.08,0.04")
+    g.attr("edge", fontname="Helvetica", fontsize="9", arrowsize="0.7")
+    g.body.append(f"\tlabel={html}\n")
+    g.body.extend(f"\t{line}\n" for line in out)
     return g
