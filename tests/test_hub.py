@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from jupyterlab_page import KERNEL, isolated_env
 from servers import free_port, processes_under, stop, wait_http
 
 pytestmark = pytest.mark.hub
@@ -92,6 +93,11 @@ def hub(tmp_path_factory):
     marker = f"tracekit-hub-{secrets.token_hex(4)}"
     (root / marker).mkdir()  # every process the hub starts runs with this folder in its command line
     port, token = free_port(), secrets.token_hex(24)
+    # the hub and each user's server read no Jupyter config, kernelspec or cache of this machine:
+    # their own folders, and a kernelspec that starts this interpreter
+    env = isolated_env(root / "jupyter")
+    jupyter_env = {k: env[k] for k in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_PATH", "IPYTHONDIR",
+                                       "JUPYTER_PLATFORM_DIRS")}
     config = root / "jupyterhub_config.py"
     config.write_text(textwrap.dedent(f"""
         c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
@@ -110,13 +116,14 @@ def hub(tmp_path_factory):
             "scopes": ["admin:users", "admin:servers", "access:servers", "list:users", "read:users"]}}]
         c.Spawner.cmd = [{sys.executable!r}, "-m", "jupyterhub.singleuser"]
         c.Spawner.args = ["--allow-root"]
+        c.Spawner.environment = {jupyter_env!r}
         c.Spawner.start_timeout = 120
         c.Spawner.http_timeout = 120
         c.SimpleLocalProcessSpawner.home_dir_template = {str(root / marker / '{username}')!r}
     """))
     for user in USERS:
         (root / marker / user).mkdir()
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {**env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     process = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(config)], cwd=root, env=env,
                                stdout=subprocess.DEVNULL, stderr=(root / "hub.log").open("wb"),
                                start_new_session=True)
@@ -138,7 +145,7 @@ def test_two_students_run_a_lesson_on_a_local_jupyterhub(hub):
         api(base, token, "POST", f"/hub/api/users/{user}/server")
         wait_http(f"{base}/user/{user}/api/status", headers={"Authorization": f"token {token}"}, timeout=150)
         server = f"{base}/user/{user}/api"
-        kernel = api(base, token, "POST", f"/user/{user}/api/kernels", {"name": "python3"})
+        kernel = api(base, token, "POST", f"/user/{user}/api/kernels", {"name": KERNEL})
         ws = server.replace("http://", "ws://") + f"/kernels/{kernel['id']}/channels"
         results[user] = asyncio.run(run_cells(ws, token, cells))
         api(base, token, "DELETE", f"/user/{user}/api/kernels/{kernel['id']}")
