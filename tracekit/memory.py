@@ -96,7 +96,7 @@ def _quiet_stderr() -> Iterator[None]:
 class MemoryProbe:
     """`with MemoryProbe(device) as probe: ...; probe.mark("after forward")` -> probe.result."""
 
-    def __init__(self, device: str | torch.device = "cpu", allocations: bool = False) -> None:
+    def __init__(self, device: str | torch.device = "cpu", allocations: bool = False, collect: bool = True) -> None:
         self.device = torch.device(device)
         self.result: Measurement | None = None
         self._marks: list[tuple[str, int, float, int]] = []  # CUDA: label, bytes, time, reserved
@@ -104,9 +104,10 @@ class MemoryProbe:
         self._sentinels: list[tuple[str, int, int]] = []  # label, bytes, pointer of each mark's probe
         self._profiler: Any = None
         self._allocations = allocations  # also record every allocation (pointer, size) in order
+        self._collect = collect  # run the full cycle collector first (slow in a big process)
 
     def __enter__(self) -> MemoryProbe:
-        gc.collect()
+        gc.collect(2 if self._collect else 0)
         synchronize(self.device)
         self._t0 = time.perf_counter()
         if self.device.type == "cuda":
@@ -237,7 +238,8 @@ def _from_profiler(prof: Any, labels: list[str], seconds: float) -> Measurement:
                        peak=peak, end=live, marks=at_mark, timeline=timeline, seconds=seconds, peak_after=peak_after)
 
 
-def measure(device: str | torch.device = "cpu", allocations: bool = False) -> MemoryProbe:
+def measure(device: str | torch.device = "cpu", allocations: bool = False, collect: bool = True) -> MemoryProbe:
     """Measure the bytes allocated on `device` inside a `with` block (see MemoryProbe); with
-    `allocations=True` also keep every allocation and free in order (`result.allocations`)."""
-    return MemoryProbe(device, allocations)
+    `allocations=True` also keep every allocation and free in order (`result.allocations`);
+    `collect=False` skips the full garbage collection before it (only the youngest generation)."""
+    return MemoryProbe(device, allocations, collect)

@@ -56,6 +56,7 @@ import contextlib
 import html
 import inspect
 import os
+import re
 import sys
 import sysconfig
 from collections.abc import Callable, Iterator
@@ -67,7 +68,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.overrides import TorchFunctionMode
 
 from . import keeper
-from .capture import _forget_snapshot, _is_leaf_node, _walk
+from .capture import _forget_snapshot, _is_leaf_node, _walk, gc_paused
 from .errors import TracekitError
 from .memory import AllocationStream, Measurement, _quiet_stderr, check_device, measure
 from .render.table import _aligned
@@ -392,16 +393,23 @@ class _Recorder(TorchFunctionMode):
         self.runner: Any = None  # the frame that called the step
         self.frame_held: list[torch.Tensor] | None = None  # while backward runs: what the caller's frames hold
         self.optimizer_steps = 0
+        self.start_weak: dict[int, StorageWeakRef] = {}  # storages seen at the start, to notice their end
+        self.gone: list[list[int]] = []  # per mark: storages seen at the start that are gone by now
 
     # -- marks
     def mark(self, label: str, backward_pass: int = 0) -> None:
         self.probe.mark(f"{len(self.labels)}")
         self.labels.append((label, backward_pass))
+        gone = [ptr for ptr, weak in self.start_weak.items() if weak.expired()]
+        for ptr in gone:
+            del self.start_weak[ptr]
+        self.gone.append(gone)
         self.observations.append(self._observe())
 
     def _observe(self) -> dict[int, tuple[str, int]]:
         out: dict[int, tuple[str, int]] = {}
         dev = str(self.device)
+        first = not self.observations
 
         def put(tensors: Any, category: str) -> None:
             for t in tensors:
@@ -410,7 +418,10 @@ class _Recorder(TorchFunctionMode):
                 storage = t.untyped_storage()
                 nbytes = storage.nbytes()
                 if nbytes:
-                    out.setdefault(storage.data_ptr(), (category, allocated_bytes(nbytes, dev)))
+                    ptr = storage.data_ptr()
+                    out.setdefault(ptr, (category, allocated_bytes(nbytes, dev)))
+                    if first and ptr not in self.start_weak:
+                        self.start_weak[ptr] = StorageWeakRef(storage)
 
         put(self.params + self.buffers, "parameters")
         put((p.grad for p in self.params), "gradients")
@@ -485,16 +496,7 @@ class _Recorder(TorchFunctionMode):
         self.frame_held = self._frame_tensors()  # the caller's frames wait, unchanged, while backward runs
         nodes = _walk([r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None])
         keeper.keep(sorted((g for g in nodes if not _is_leaf_node(g)), key=lambda g: g._sequence_nr()))
-        for node in nodes:
-            if _is_leaf_node(node):
-                continue
-            for s in saved_slots(node):
-                t = s.tensor
-                if s.status == LIVE and t is not None and t.layout == torch.strided and t.device == self.device:
-                    storage = t.untyped_storage()
-                    if storage.nbytes():
-                        self.saved.append((node, s.slot, storage.data_ptr(),
-                                           allocated_bytes(storage.nbytes(), str(self.device))))
+        self._collect_saved(nodes)  # in its own frame: no saved value outlives the call
         self.mark("after forward", n)
         handles = [node.register_prehook(self._rule_hook(node, n)) for node in nodes]
         try:
@@ -511,6 +513,19 @@ class _Recorder(TorchFunctionMode):
             del nodes, roots, bound
             self.mark("after backward", n)
             self.frame_held = None
+
+    def _collect_saved(self, nodes: list[Any]) -> None:
+        """Remember (node, slot, storage pointer, bytes) of every tensor the graph saved on the device."""
+        for node in nodes:
+            if _is_leaf_node(node):
+                continue
+            for s in saved_slots(node):
+                t = s.tensor
+                if s.status == LIVE and t is not None and t.layout == torch.strided and t.device == self.device:
+                    storage = t.untyped_storage()
+                    if storage.nbytes():
+                        self.saved.append((node, s.slot, storage.data_ptr(),
+                                           allocated_bytes(storage.nbytes(), str(self.device))))
 
     @staticmethod
     def _weak(node: Any, slot: str) -> StorageWeakRef:
@@ -586,6 +601,38 @@ def _resolve(seen: dict[int, str | None], fallback: str) -> tuple[dict[int, str]
         out[k] = out[k] or behind
     resolved = {k: c or fallback for k, c in out.items()}
     return resolved, resolved[marks[0]] if marks else fallback
+
+
+def _fill_unreported(stream: AllocationStream, observations: list[dict[int, tuple[str, int]]],
+                     gone: list[list[int]]) -> tuple[AllocationStream, int]:
+    """The stream with the frees the CPU profiler does not report (of memory allocated before it
+    started) put back: at the first mark that finds the storage gone, or just before its address
+    is handed out again. Returns the stream and how many frees were put back."""
+    before = {ptr: nbytes for ptr, (_, nbytes) in observations[0].items()}
+    mark_at = [p for _, p in stream.marks]
+    events: list[tuple[int, int]] = []
+    marks: list[tuple[str, int]] = []
+    added = 0
+    k = 0
+    for i in range(len(stream.events) + 1):
+        while k < len(mark_at) and mark_at[k] == i:
+            for ptr in gone[k]:
+                if ptr in before:
+                    events.append((ptr, -before.pop(ptr)))
+                    added += 1
+            marks.append((stream.marks[k][0], len(events)))
+            k += 1
+        if i == len(stream.events):
+            break
+        ptr, d = stream.events[i]
+        if ptr in before:
+            if d > 0:  # the address is reused: the old allocation was freed unreported
+                events.append((ptr, -before[ptr]))
+                added += 1
+            del before[ptr]
+        events.append((ptr, d))
+    return AllocationStream(stream.device, events, marks, stream.reserved, stream.allocated_at_start,
+                            stream.reserved_at_start), added
 
 
 def _attribute(stream: AllocationStream, observations: list[dict[int, tuple[str, int]]],
@@ -769,7 +816,7 @@ def budget(
     rec = _Recorder(model, optimizer, dev, held, run)
     # the warm-up runs under the probe too: the CPU profiler reports the free of an allocation
     # only if it saw the allocation, and the step frees what the previous step left (gradients)
-    with measure(dev, allocations=True) as probe:
+    with gc_paused(), measure(dev, allocations=True, collect=False) as probe:
         rec.probe = probe
         if warmup:
             with _quiet_stderr():  # the CPU allocator warns when it frees memory older than the profiler
@@ -783,7 +830,9 @@ def budget(
                                f"torch.autograd.backward / grad). {FORMS}")
     labels = _labels(rec.labels, rec.passes, "micro-batch" if step is None else "pass")
     m = probe.result
-    stream = m.allocations
+    stream, unreported = m.allocations, 0
+    if dev.type == "cpu":
+        stream, unreported = _fill_unreported(stream, rec.observations, rec.gone)
     live, series, moments = _attribute(stream, rec.observations, labels)
     reserved = stream.reserved
     reserve = [0] * len(live)
@@ -797,9 +846,10 @@ def budget(
     if same:
         peak_moment = same[-1]
     else:
-        before = max((mo for mo in moments if mo.position < peak_at), key=lambda mo: mo.position)
-        peak_moment = Moment(f"peak (in {before.label})", {c: series[c][peak_at] for c in ALLOCATED}, live[peak_at],
-                             peak_at)
+        k = max(i for i, mo in enumerate(moments) if mo.position < peak_at)
+        before = moments[k]
+        peak_moment = Moment(f"peak ({_phase(before.label, moments[k + 1].label)})",
+                             {c: series[c][peak_at] for c in ALLOCATED}, live[peak_at], peak_at)
         peak_moment.bytes["allocator reserve"] = reserve[peak_at]
         timeline.insert(timeline.index(before) + 1, peak_moment)
     peak_moment.peak = True
@@ -813,8 +863,28 @@ def budget(
     if dev.type == "cpu":
         notes["allocator reserve"] = "0 on CPU (no caching allocator); on CUDA reserved − allocated"
         notes["unattributed"] += "; on CPU the step's start is the identified bytes (the allocator reports changes)"
-    return Budget(str(dev), timeline, live[peak_at], peak_moment.label, dict(peak_moment.bytes), own, m.source, m,
+    source = m.source
+    if unreported:
+        source += (f"; {unreported} frees of memory allocated before the measurement, which the profiler does "
+                   "not report, placed at the first mark that found them gone")
+    return Budget(str(dev), timeline, live[peak_at], peak_moment.label, dict(peak_moment.bytes), own, source, m,
                   live, series, notes)
+
+
+_RULE = re.compile(r"(^|: )backward \d+: ")
+
+
+def _phase(before: str, after: str) -> str:
+    """Where a point between two marks is, in words."""
+    if _RULE.search(before):
+        return f"in {before}"
+    if before.endswith("optimizer step begins"):
+        return "in the optimizer step"
+    if after.endswith("after forward"):
+        return f"in {after.removesuffix('after forward')}forward"
+    if after.endswith("after zero_grad"):
+        return "in zero_grad"
+    return f"between '{before}' and '{after}'"
 
 
 def _labels(marks: list[tuple[str, int]], passes: int, word: str) -> list[str]:

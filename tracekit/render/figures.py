@@ -99,7 +99,7 @@ def _unit(n: int) -> tuple[int, str]:
 
 def budget_figure(budget: Any) -> Any:
     """The measured allocations of one step stacked by category, the phases, and the peak where it happened."""
-    from ..memory_budget import ALLOCATED
+    from ..memory_budget import _RULE, ALLOCATED
 
     fig, ax = _figure(10, 4.4)
     scale, unit = _unit(max(budget.peak, budget.naive_sum))
@@ -119,7 +119,7 @@ def budget_figure(budget: Any) -> Any:
     for m in budget.timeline:
         if m.peak and m.label.startswith("peak"):
             continue
-        if ": backward " in m.label or m.label.startswith("backward "):
+        if _RULE.search(m.label):
             ax.axvline(m.position, color="gray", lw=0.4, ls=":", zorder=0)
         else:
             phases.setdefault(m.position, []).append(m.label)
