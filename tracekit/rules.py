@@ -37,14 +37,13 @@ RULES: dict[str, dict[str, str]] = {
     "GeluBackward0": {"self": "grad * gelu'(self)"},
     "SinBackward0": {"self": "grad * cos(self)"},
     "CosBackward0": {"self": "-grad * sin(self)"},
-    # matrix products (linear = addmm / mm with a transposed weight)
+    # matrix products (F.linear is addmm, or mm + view, with a transposed weight: no LinearBackward0 in 2.13)
     "MmBackward0": {"self": "grad @ mat2.T", "mat2": "self.T @ grad"},
     "BmmBackward0": {"self": "grad @ mat2.mT", "mat2": "self.mT @ grad"},
     "MvBackward0": {"self": "outer(grad, vec)", "vec": "self.T @ grad"},
     "DotBackward0": {"self": "grad * tensor", "tensor": "grad * self"},
     "AddmmBackward0": {"self": "grad * beta", "mat1": "grad @ mat2.T * alpha",
                        "mat2": "mat1.T @ grad * alpha"},
-    "LinearBackward0": {"input": "grad @ weight", "weight": "grad.T @ input", "bias": "grad.sum(0)"},
     # reductions and normalisations
     "SumBackward0": {"self": "grad.expand(self_sym_sizes)"},
     "SumBackward1": {"self": "grad.expand(self_sym_sizes)"},
@@ -53,11 +52,11 @@ RULES: dict[str, dict[str, str]] = {
     "SoftmaxBackward0": {"self": "result * (grad - (grad * result).sum(dim))"},
     "LogSoftmaxBackward0": {"self": "grad - exp(result) * grad.sum(dim)"},
     "NativeLayerNormBackward0": {
-        "input": "layer_norm_backward(grad, input, mean=result1, rstd=result2, weight)",
+        "input": "layer_norm_backward(grad, input, mean=result1, rstd=result2, weight, bias)",
         "weight": "(grad * (input - result1) * result2).sum()",
         "bias": "grad.sum()",
     },
-    "NativeDropoutBackward0": {"input": "grad * result1 * scale"},
+    "NativeDropoutBackward0": {"input": "grad * result1 / (1 - p)"},
     "EmbeddingBackward0": {"weight": "index_add(zeros(weight_sym_argsize_0), indices, grad)"},
     # views and layout: no residual, only sizes
     "ViewBackward0": {"self": "grad.view(self_sym_sizes)"},
@@ -70,7 +69,7 @@ RULES: dict[str, dict[str, str]] = {
     "PermuteBackward0": {"self": "grad.permute(inverse of dims)"},
     "ExpandBackward0": {"self": "grad.sum_to_size(self_sym_sizes)"},
     "CloneBackward0": {"self": "grad"},
-    "CatBackward0": {"tensors": "grad.split(tensors_args_sizes, dim)[i]"},
+    "CatBackward0": {"tensors": "grad.split(sizes of tensors, dim)[i]"},
     "StackBackward0": {"tensors": "grad.unbind(dim)[i]"},
 }
 
