@@ -16,28 +16,31 @@ from tracekit.render.svg import render_svg
 
 def neuron_trace():
     x = torch.tensor(1.0, requires_grad=True)
-    w = torch.tensor(2.0, requires_grad=True)
+    w = torch.nn.Parameter(torch.tensor(2.0))
     with tk.capture() as cap:
         y = torch.sigmoid(w * x - 0.5)
     tr = cap.trace(y)
     return tr, (x, w, y)
 
 
-def test_draw_has_two_lanes_and_labelled_residual_edges():
+def test_draw_has_mirrored_lanes_and_labelled_residual_edges():
     tr, keep = neuron_trace()
     g = tr.draw()
     assert isinstance(g, graphviz.Digraph)
     src = g.source
-    assert "cluster_forward" in src and "cluster_reverse" in src
-    assert "expected order; not run yet" in src
+    assert "{rank=same; r0; r1; r2}" in src and "{rank=same; f0; f1; f2; leaf_x; out0}" in src
+    assert "expected order: backward not run yet" in src and "predicted: released after step 2" in src
     tr.backward()
     src = tr.draw().source
-    assert "reverse (observed order)" in src
+    assert "reverse in observed order" in src
     assert "step 0 · SigmoidBackward0" in src and "step 2 · MulBackward0" in src
-    # residual edges: from the producer (a parameter, or the node itself) to the rule that reads it
-    w_edge = 'in_w -> r0 [label="self: 4 B visible / 4 B pinned\\nreleased after step 2; held by parameter w"'
-    y_edge = 'f2 -> r2 [label="result: 4 B visible / 4 B pinned\\nreleased after step 0; held by output y'
-    assert w_edge in src and y_edge in src
+    # residual edges: from the saved value (the parameter between the lanes, the input on the left,
+    # the op's own output) to the rule that reads it; drawn tail-first with the arrow at the rule
+    assert 'r0 -> leaf_w [weight="20" color="#d9731a" style="dashed" label="  self"' in src
+    assert 'r0 -> leaf_x [dir="back" color="#d9731a" style="dashed" label="  other"' in src
+    assert 'r2 -> f2 [weight="20" color="#d9731a" style="dashed" label="  result"' in src
+    assert "released after step 2; held by parameter w" in src
+    assert "released after step 0; held by output y (a live tensor)" in src
 
 
 def test_svg_renders_with_the_pip_installed_renderer():

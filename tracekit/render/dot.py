@@ -251,9 +251,7 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
                 cells.append(f'<td bgcolor="{PALE[colour]}"></td>')
             else:
                 cells.append("<td></td>")
-        producer = r.producer if isinstance(r.producer, str) else f"#{r.producer}" if r.producer is not None else "?"
-        pinned = format_bytes(r.pinned_nbytes) if r.storage is not None else "0 B"
-        what = f"{producer} → #{r.node.index} {r.node.name}.{r.slot} · {format_bytes(r.nbytes)} (pins {pinned})"
+        what = _residual_name(r)
         where = "" if r.held_in == "graph" else f" [{r.held_in}]"
         free = r.free_point() + where
         if not observed:
@@ -292,9 +290,35 @@ def _node_line(node_id: str, **attrs: str) -> str:
     return f"{node_id} {_attrs(**attrs)}"
 
 
-def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH) -> graphviz.Digraph:
+def _plain_lifetimes(trace: Trace, plan: _Plan) -> list[str]:
+    """The lifetime strip in words, for renderers without HTML labels (the WebAssembly build)."""
+    residuals = [r for i in sorted(plan.keep) for r in trace.nodes[i].residuals]
+    if plan.hidden or not residuals or len(residuals) > STRIP_MAX_ROWS:
+        return ["lifetimes: tr.table() lists every free point"]
+    observed = bool(trace.steps)
+    lines = ["lifetimes (observed):" if observed else "lifetimes (predicted: backward not run yet):"]
+    steps = {idx: k for k, idx in enumerate(node.index for node in reversed(trace.nodes))}
+    for r in residuals:
+        free = r.free_point() if observed else "predicted: " + _predicted(r, _holder(r), steps, len(steps))
+        lines.append(f"  {_residual_name(r)}: saved at #{r.node.index}, {free}")
+    return lines
+
+
+def _residual_name(r: Residual) -> str:
+    producer = r.producer if isinstance(r.producer, str) else f"#{r.producer}" if r.producer is not None else "?"
+    pinned = format_bytes(r.pinned_nbytes) if r.storage is not None else "0 B"
+    return f"{producer} → #{r.node.index} {r.node.name}.{r.slot} · {format_bytes(r.nbytes)} (pins {pinned})"
+
+
+def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: bool | None = None) -> graphviz.Digraph:
     """Build the graphviz drawing of a trace, at most `width` px wide (big traces fold top to
-    bottom; repeated blocks or the middle of a long trace collapse into one box)."""
+    bottom; repeated blocks or the middle of a long trace collapse into one box). `html`: draw
+    the legend and lifetime strip as an HTML-like label (default: when system `dot` renders;
+    the WebAssembly build has no HTML labels, so it gets the same facts as text lines)."""
+    if html is None:
+        from .svg import renderer
+
+        html = renderer() == "dot"
     keep, hidden, collapsed = _shown(trace, max_nodes)
     plan = _Plan(trace, keep, hidden)
     step_of = {s.node.index: s.index for s in trace.steps}
@@ -462,18 +486,26 @@ def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH) -> graphv
     kept = " (retain_graph: nothing released)" if trace.retained else ""
     order = "observed order" + kept if trace.steps else "expected order: backward not run yet"
     title += f"\n{where}; reverse in {order}"
-    html = ('<<table border="0" cellspacing="0" cellpadding="1">'
-            + "".join(f'<tr><td align="left" colspan="3"><font point-size="10">{escape(line)}</font></td></tr>'
-                      for line in title.split("\n"))
-            + _legend(roles_seen)
-            + '<tr><td colspan="3" height="6"></td></tr>'
-            + '<tr><td align="left" colspan="3"><table border="0" cellspacing="1" cellpadding="0">'
-            + _lifetime_strip(trace, plan) + "</table></td></tr></table>>")
+    if html:
+        label = ('<<table border="0" cellspacing="0" cellpadding="1">'
+                 + "".join(f'<tr><td align="left" colspan="3"><font point-size="10">{escape(line)}</font></td></tr>'
+                           for line in title.split("\n"))
+                 + _legend(roles_seen)
+                 + '<tr><td colspan="3" height="6"></td></tr>'
+                 + '<tr><td align="left" colspan="3"><table border="0" cellspacing="1" cellpadding="0">'
+                 + _lifetime_strip(trace, plan) + "</table></td></tr></table>>")
+    else:
+        looks = {Role.INPUT: "green ellipse", Role.PARAMETER: "purple box", Role.CONSTANT: "grey note",
+                 Role.OUTPUT: "red double circle"}
+        roles = ", ".join(f"{role.value}: {looks[role]}" for role in looks if role in roles_seen)
+        lines = [*title.split("\n"), "grey: forward ops · blue: reverse rules · orange dashed: residual (saved value"
+                 f" → the rule that reads it){' · ' + roles if roles else ''}", *_plain_lifetimes(trace, plan)]
+        label = _q("\n".join(lines)).replace("\\n", "\\l")[:-1] + '\\l"'
     g = graphviz.Digraph("trace")
     g.attr(rankdir="TB", fontname="Helvetica", fontsize="10", labelloc="b", labeljust="l", newrank="true",
            nodesep="0.3", ranksep="0.25", size=f"{width * 0.75 / 72:.3f},1000", pad="0.1", outputorder="edgesfirst")
     g.attr("node", fontname="Helvetica", fontsize="10", shape="box", style="rounded", margin="0.08,0.04")
     g.attr("edge", fontname="Helvetica", fontsize="9", arrowsize="0.7")
-    g.body.append(f"\tlabel={html}\n")
+    g.body.append(f"\tlabel={label}\n")
     g.body.extend(f"\t{line}\n" for line in out)
     return g
