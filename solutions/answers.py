@@ -6,13 +6,30 @@ reference notebooks (solutions/, with these answers) from the same question list
 
 SOLUTIONS = {
     "ex01": {
-        "q1": 'q1_slots = ["other"]',
-        "q2": 'q2_slot = "result"',
+        "q1": '''q1_slots = {
+    # mul: each input's gradient is grad times the *other* input
+    "mul:a": {"other"}, "mul:b": {"self"}, "mul:ab": {"self", "other"},
+    # div: d/da = grad / b needs b; d/db = -grad * a / b**2 needs a and b
+    "div:a": {"other"}, "div:b": {"self", "other"}, "div:ab": {"self", "other"},
+    # mm: d/da = grad @ b.T needs b (mat2); d/db = a.T @ grad needs a (self)
+    "mm:a": {"mat2"}, "mm:b": {"self"}, "mm:ab": {"self", "mat2"},
+    # sub: gradients are ±grad, nothing saved
+    "sub:a": set(), "sub:b": set(), "sub:ab": set(),
+}''',
+        "q2": '''q2_slots = {
+    # derivatives cheapest in terms of the output y
+    "exp": {"result"}, "tanh": {"result"}, "sigmoid": {"result"}, "sqrt": {"result"}, "relu": {"result"},
+    "reciprocal": {"result"}, "expm1": {"result"}, "rsqrt": {"result"},
+    # derivatives that need the input x
+    "sin": {"self"}, "cos": {"self"}, "log": {"self"}, "abs": {"self"}, "log1p": {"self"}, "erf": {"self"},
+    "atan": {"self"},
+    "neg": set(),  # d(-x) = -grad: nothing saved
+}''',
         "q3": '''class Sigmoid(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
         y = 1 / (1 + torch.exp(-x))
-        ctx.save_for_backward(y)  # the output is all the rule needs
+        ctx.save_for_backward(y)  # the output is all the rule needs: no recompute in backward
         return y
 
     @staticmethod
@@ -21,24 +38,64 @@ SOLUTIONS = {
         return grad * y * (1 - y)''',
     },
     "ex02": {
-        "q1": 'q1_order = ["SumBackward0", "MulBackward0", "ExpBackward0"]',
-        "q2": 'q2_reads = {"SumBackward0": [], "MulBackward0": ["self", "other"], "ExpBackward0": ["result"]}',
-        "q3": 'q3_freed = {"ExpBackward0.result": 2, "MulBackward0.self": 2, "MulBackward0.other": None}',
+        "q1": '''q1_order = {
+    "P1": ["SumBackward0", "MulBackward0", "ExpBackward0"],
+    "P2": ["SumBackward0", "MulBackward0", "SinBackward0"],
+    "P3": ["SumBackward0", "DivBackward0", "TanhBackward0"],
+    "P4": ["SumBackward0", "ExpBackward0", "MulBackward0"],
+    "P5": ["SumBackward0", "MulBackward0", "SigmoidBackward0"],
+    "P6": ["SumBackward0", "AddBackward0", "ExpBackward0", "CosBackward0"],
+    "P7": ["SumBackward0", "SigmoidBackward0", "MulBackward0"],
+    "P8": ["SumBackward0", "MulBackward0", "SinBackward0"],
+}''',
+        "q2": '''q2_reads = {
+    "P1": {"SumBackward0": set(), "MulBackward0": {"self", "other"}, "ExpBackward0": {"result"}},
+    "P2": {"SumBackward0": set(), "MulBackward0": {"other"}, "SinBackward0": {"self"}},
+    "P3": {"SumBackward0": set(), "DivBackward0": {"self", "other"}, "TanhBackward0": {"result"}},
+    "P4": {"SumBackward0": set(), "ExpBackward0": {"result"}, "MulBackward0": {"self", "other"}},
+    "P5": {"SumBackward0": set(), "MulBackward0": {"self", "other"}, "SigmoidBackward0": {"result"}},
+    "P6": {"SumBackward0": set(), "AddBackward0": set(), "ExpBackward0": {"result"}, "CosBackward0": {"self"}},
+    "P7": {"SumBackward0": set(), "SigmoidBackward0": {"result"}, "MulBackward0": {"other"}},
+    "P8": {"SumBackward0": set(), "MulBackward0": {"self"}, "SinBackward0": {"self"}},
+}''',
+        "q3": '''q3_freed = {
+    # a value you hold (a, b) is never freed by backward; an intermediate goes after its last reader
+    "P1": {"ExpBackward0.result": 2, "MulBackward0.self": 2, "MulBackward0.other": None},
+    "P2": {"MulBackward0.other": None, "SinBackward0.self": None},
+    "P3": {"TanhBackward0.result": 2, "DivBackward0.self": 2, "DivBackward0.other": None},
+    "P4": {"ExpBackward0.result": 1, "MulBackward0.self": None, "MulBackward0.other": None},
+    "P5": {"SigmoidBackward0.result": 2, "MulBackward0.self": 2, "MulBackward0.other": None},
+    "P6": {"ExpBackward0.result": 2, "CosBackward0.self": None},
+    "P7": {"SigmoidBackward0.result": 1, "MulBackward0.other": 2},  # the wrapped 3 goes with its rule
+    "P8": {"MulBackward0.self": 1, "SinBackward0.self": None},
+}''',
     },
     "ex03": {
-        "q1": '''def pinned_bytes(n, k):
-    return n * n * 4  # the slice keeps the whole float32 allocation''',
-        "q2": '''def visible_and_pinned(n):
-    visible = 2 * (n - 1) * 4 + 8  # two overlapping views of h, plus the saved scalar 2 (float64)
-    pinned = n * 4 + 8             # one allocation for h, one for the scalar
+        "q1": '''def pinned_bytes(n, k, dtype):
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    return n * n * itemsize  # the saved slice keeps big's whole allocation''',
+        "q2": '''def visible_and_pinned(n, dtype):
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    visible = 2 * (n - 1) * itemsize + 8  # two overlapping views of h, plus the saved 2 (0-dim int64)
+    pinned = n * itemsize + 8             # one allocation for h, one for the scalar
     return [visible, pinned]''',
     },
     "ex04": {
-        "q1": "q1_raises = True  # mul saves the scalar 2 (as a tensor): released after the first backward",
-        "q2": "q2_raises = False  # add saves nothing",
-        "q3": '''def second_derivative(f, x):
-    (g,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)
-    (h,) = torch.autograd.grad(g.sum(), x)
+        "q1": '''q1_needs = {
+    "R1": {"MulBackward0.other"},      # the wrapped 2
+    "R2": set(),                       # add saves nothing
+    "R3": {"MulBackward0.other"},      # b, for a's gradient
+    "R4": {"MulBackward0.self"},       # a, for b's gradient
+    "R5": {"ExpBackward0.result"},
+    "R6": {"PowBackward0.self"},       # (a - b), for the square's rule
+    "R7": {"MmBackward0.mat2"},        # B, for A's gradient
+    "R8": {"ReluBackward0.result"},
+    "R9": set(),                       # sin runs without a graph: a does not require grad
+    "R10": {"TanhBackward0.result", "ExpBackward0.result", "MulBackward0.self", "MulBackward0.other"},
+}''',
+        "q2": '''def second_derivative(f, x):
+    (g,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)  # keep a graph of the derivative
+    (h,) = torch.autograd.grad(g.sum(), x)  # elementwise f: the sum's gradient is the diagonal
     return h''',
     },
     "ex05": {
@@ -47,54 +104,91 @@ SOLUTIONS = {
     y = h.sin()
     h_next = h + 1  # out of place: the h that sin saved keeps its value
     return y.sum(), h_next''',
-        "q2": "q2_versions = [0, 2]",
+        "q2": '''q2_versions = {
+    "V1": [0, 2], "V2": [1, 2], "V3": [0, 1],  # a write through a view bumps the base's counter
+    "V4": [0, 1],  # writes under no_grad still count
+    "V5": [0, 1],  # .detach() shares the version counter
+    "V6": [0, 0],  # .data does not: the check is skipped (and the gradient would be wrong)
+    "V7": [2, 5], "V8": [0, 2], "V9": [1, 1],
+}''',
     },
     "ex06": {
-        "q1": '''def train(model, x, steps):
+        "q1": '''def train(model, x, x_val, steps):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     history = []
     for _ in range(steps):
         opt.zero_grad()
-        loss = model(x).pow(2).mean()
-        loss.backward()
+        model(x).pow(2).mean().backward()
         opt.step()
-        history.append(loss.item())  # a number, not the graph
+        val = model(x_val).pow(2).mean()
+        history.append(val.item())  # a number, not the graph
     return history''',
     },
     "ex07": {
-        "q1": "q1_pack_calls = 4",
-        "q2": '''STORE = {}
+        "q1": '''q1_pack_calls = {
+    "H1": 4,  # sin saves a, cos saves a, mul saves both factors
+    "H2": 1, "H3": 1, "H4": 0, "H5": 2, "H6": 3,
+    "H7": 2,  # mm saves x for W's gradient; relu saves its result
+    "H8": 2, "H9": 1,
+    "H10": 1,  # relu's result; the wrapped 2 is saved without the hooks
+}''',
+        "q2": '''import itertools
+
+STORE = {}
+_keys = itertools.count()  # unique keys, never reused (len(STORE) would collide)
+
+
+class Handle:
+    """What the graph keeps instead of the tensor; when the graph drops it, the entry goes."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def __del__(self):
+        STORE.pop(self.key, None)
+
 
 def pack(t):
-    key = len(STORE)
+    key = next(_keys)
     STORE[key] = t
-    return key
+    return Handle(key)
 
-def unpack(key):
-    return STORE.pop(key)
+
+def unpack(handle):
+    return STORE[handle.key]  # no pop: retain_graph may unpack again
+
 
 hooks = (pack, unpack)''',
     },
     "ex08": {
         "q1": '''from torch.utils.checkpoint import checkpoint
 
+
 def _blocks(h, *ws):
     for w in ws:
         h = torch.tanh(h @ w)
     return h
 
+
 def loss_fn(x, ws):
-    h = x
-    for i in range(0, len(ws), 4):  # two segments of four blocks: only their inputs are kept
-        h = checkpoint(_blocks, h, *ws[i:i + 4], use_reentrant=False)
+    half = len(ws) // 2  # checkpoint the first half: keeps ~half the activations, redoes half the blocks
+    h = checkpoint(_blocks, x, *ws[:half], use_reentrant=False)
+    h = _blocks(h, *ws[half:])
     return h.pow(2).mean()''',
     },
     "ex09": {
-        "q1": 'q1_largest = "saved activations"',
+        "q1": '''q1_largest = {
+    "C1": "optimizer state",          # 2 × 1 M parameters of Adam moments, batch of 16
+    "C2": "saved activations",        # batch 4096 × width 64 per layer
+    "C3": "saved activations",
+    "C4": "application references",   # the 4096 × 1024 input batch itself
+    "C5": "saved activations",
+    "C6": "application references",
+}''',
         "q2": '''def adam_state_bytes(model):
     params = list(model.parameters())
-    moments = 2 * sum(p.numel() * p.element_size() for p in params)
-    steps = 4 * len(params)  # one float32 step count per parameter tensor
+    moments = 2 * sum(p.numel() * p.element_size() for p in params)  # exp_avg and exp_avg_sq
+    steps = 4 * len(params)  # one 0-dim float32 step count per parameter tensor
     return moments + steps''',
     },
 }

@@ -26,15 +26,15 @@ STUBS = {
     "ex01": {"q3": '''class Sigmoid(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
-        raise NotImplementedError  # compute σ(x); save only what backward needs
+        raise NotImplementedError  # compute σ(x); save one tensor for backward
 
     @staticmethod
     def backward(ctx, grad):
         raise NotImplementedError'''},
-    "ex03": {"q1": '''def pinned_bytes(n, k):
-    raise NotImplementedError''', "q2": '''def visible_and_pinned(n):
+    "ex03": {"q1": '''def pinned_bytes(n, k, dtype):
+    raise NotImplementedError''', "q2": '''def visible_and_pinned(n, dtype):
     raise NotImplementedError  # return [visible, pinned]'''},
-    "ex04": {"q3": '''def second_derivative(f, x):
+    "ex04": {"q2": '''def second_derivative(f, x):
     raise NotImplementedError'''},
     "ex05": {"q1": '''def fixed(a):
     # the buggy program: make backward work without changing what it computes
@@ -42,27 +42,27 @@ STUBS = {
     y = h.sin()
     h.add_(1)
     return y.sum(), h'''},
-    "ex06": {"q1": '''def train(model, x, steps):
+    "ex06": {"q1": '''def train(model, x, x_val, steps):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     history = []
     for _ in range(steps):
         opt.zero_grad()
-        loss = model(x).pow(2).mean()
-        loss.backward()
+        model(x).pow(2).mean().backward()
         opt.step()
-        history.append(loss)  # this keeps every step's graph: fix it
+        val = model(x_val).pow(2).mean()  # a diagnostic, never backwarded
+        history.append(val)  # this keeps every step's diagnostic graph alive: fix it
     return history'''},
     "ex07": {"q2": '''def pack(t):
-    raise NotImplementedError  # return an int key
+    raise NotImplementedError  # keep t in your store; return a handle that is not a tensor
 
-def unpack(key):
+def unpack(handle):
     raise NotImplementedError
 
 hooks = (pack, unpack)'''},
     "ex08": {"q1": '''from tracekit.exercises.ex08 import plain_loss  # the reference model, for comparison
 
 def loss_fn(x, ws):
-    return plain_loss(x, ws)  # same value and gradients, but keep at most half the activations'''},
+    return plain_loss(x, ws)  # same value and gradients, within both budgets'''},
     "ex09": {"q2": '''def adam_state_bytes(model):
     raise NotImplementedError'''},
 }
@@ -70,7 +70,7 @@ def loss_fn(x, ws):
 NAMES = {
     "ex01": "ex01_forward_values", "ex02": "ex02_small_trace", "ex03": "ex03_storage",
     "ex04": "ex04_retention", "ex05": "ex05_inplace", "ex06": "ex06_app_references",
-    "ex07": "ex07_hooks", "ex08": "ex08_checkpoint", "ex09": "ex09_budget",
+    "ex07": "ex07_hooks", "ex08": "ex08_checkpoint", "ex09": "ex09_budget", "ex10": "ex10_build_a_tape",
 }
 
 
@@ -86,18 +86,22 @@ def notebook(exercise: ex.Exercise, with_answers: bool) -> nbformat.NotebookNode
     cells = [
         new_markdown_cell(
             f"# {exercise.id} · {exercise.title}\n\n"
-            f"Goes with the lesson `notebooks/{exercise.lesson}.ipynb`. Fill in every answer cell, run the "
+            f"Goes with the [lesson `{exercise.lesson}`](../notebooks/{exercise.lesson}.ipynb). Fill in every "
+            f"answer cell, run the "
             f"notebook top to bottom, then run the last cell to check yourself. {exercise.max_score} points.\n\n"
             "Your instructor grades the same answers on fresh inputs drawn at grading time, so an answer has "
             "to be right in general, not just for one example. Keep each answer in its own cell, under the "
-            "name it is given."
+            "name it is given. A question about a table of cases checks a few cases drawn at random each "
+            "time: fill in every case."
+            + (f"\n\n{exercise.intro}" if exercise.intro else "")
         ),
         new_code_cell("import torch\nimport tracekit as tk"),
     ]
     for q in exercise.questions:
         kind = "write code" if q.kind == "code" else "give a value"
+        details = f"\n\n{q.details}" if q.details else ""
         cells.append(new_markdown_cell(f"**{q.name}** ({q.points} point{'s' if q.points > 1 else ''}, {kind}): "
-                                       f"{q.prompt}.\n\nAnswer in `{q.answer}`."))
+                                       f"{q.prompt}.{details}\n\nAnswer in `{q.answer}`."))
         cells.append(new_code_cell(SOLUTIONS[exercise.id][q.name] if with_answers else stub(exercise.id, q)))
     cells.append(new_markdown_cell("### Check yourself"))
     cells.append(new_code_cell(f'tk.check("{exercise.id}")'))

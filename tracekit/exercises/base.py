@@ -3,10 +3,13 @@
 A question is three functions:
 - `draw(rng)`: the inputs for this check, drawn now (JSON);
 - `probe(answer, inputs)`: runs where the student's answer lives (their kernel, or the
-  grading sandbox) and returns raw observations as JSON — never a verdict;
-- `judge(observation, inputs)`: runs in the trusted process, computes the truth with
-  PyTorch and tracekit, and returns (fraction of the points, a message that says what was
-  expected in words, never the answer itself).
+  grading sandbox) and returns raw observations as JSON — never a verdict, never the truth;
+- a judge, in `tracekit.exercises.judges.<exercise id>` (`JUDGES[question name]`): runs in the
+  trusted process, computes the truth with PyTorch and tracekit, and returns (fraction of the
+  points, a message that says what to look at, in words, never the answer itself).
+
+This module and the exercise modules (`ex01.py` ...) are the probe side: they import nothing
+from `judges`, so the grading sandbox can hide that folder and still run every probe.
 """
 
 from __future__ import annotations
@@ -20,18 +23,41 @@ JSON_TYPES = (bool, int, float, str, type(None))
 
 
 class AnswerError(Exception):
-    """The answer cannot be checked (missing, wrong kind, raised): the message says what to do."""
+    """The answer cannot be checked (missing, wrong kind): the message says what to do."""
+
+
+class AnswerRaised(Exception):
+    """The student's own code raised while the probe ran it (the original is the cause)."""
+
+    def __init__(self, err: BaseException) -> None:
+        super().__init__(f"{type(err).__name__}: {err}")
+        self.original = err
+
+
+def student(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call the student's code: whatever it raises is reported as the answer raising, never as
+    a failure of the checker."""
+    try:
+        return fn(*args, **kwargs)
+    except (AnswerError, AnswerRaised):
+        raise
+    except Exception as err:  # noqa: BLE001 - a student's answer may raise anything
+        raise AnswerRaised(err) from err
 
 
 def plain(value: Any, depth: int = 0) -> Any:
     """The answer as plain JSON data; anything else (custom classes, tensors, objects with a
-    clever __eq__) is refused, so the trusted side only ever compares plain values."""
+    clever __eq__) is refused, so the trusted side only ever compares plain values. Sets and
+    frozensets of plain values become sorted lists (the judge compares them as sets)."""
     if depth > 20:
         raise AnswerError("the answer is nested too deeply")
     if type(value) in JSON_TYPES:
         return value
     if type(value) in (list, tuple):
         return [plain(v, depth + 1) for v in value]
+    if type(value) in (set, frozenset):
+        items = [plain(v, depth + 1) for v in value]
+        return sorted(items, key=repr)
     if type(value) is dict:
         if not all(type(k) is str for k in value):
             raise AnswerError("dictionary keys must be strings")
@@ -44,23 +70,40 @@ def value_probe(answer: Any, inputs: dict) -> dict:
     return {"value": plain(answer)}
 
 
+def cases_probe(answer: Any, inputs: dict) -> dict:
+    """Probe for a table answer ({case: value}): only the entries this check drew, as plain JSON."""
+    if type(answer) is not dict:
+        raise AnswerError(f"expected a dict {{case: answer}}, got {type(answer).__name__}")
+    return {"value": {case: plain(answer[case]) if case in answer else {"missing": True}
+                      for case in inputs["cases"] if type(case) is str}}
+
+
 def no_inputs(rng: random.Random) -> dict:
     """For questions about a fixed program: nothing to draw."""
     return {}
 
 
+def draw_cases(family: list[str], k: int) -> Callable[[random.Random], dict]:
+    """A draw that picks k cases of a family (a table answer is checked on those)."""
+
+    def draw(rng: random.Random) -> dict:
+        return {"cases": rng.sample(family, k)}
+
+    return draw
+
+
 @dataclass(frozen=True)
 class Question:
-    """One graded question."""
+    """One graded question (its judge lives in `tracekit.exercises.judges`)."""
 
     name: str
     points: int
     prompt: str
     answer: str  # the notebook variable (or function / class) that holds the answer
-    judge: Callable[[dict, dict], tuple[float, str]]
     probe: Callable[[Any, dict], dict] = value_probe
     draw: Callable[[random.Random], dict] = no_inputs
     kind: str = "data"  # data or code
+    details: str = ""  # the full prompt for the notebook (markdown): what to return, dtypes, links
 
 
 @dataclass(frozen=True)
@@ -71,6 +114,7 @@ class Exercise:
     title: str
     lesson: str
     questions: tuple[Question, ...] = field(default_factory=tuple)
+    intro: str = ""  # markdown shown at the top of the notebook
 
     @property
     def max_score(self) -> int:
@@ -78,37 +122,7 @@ class Exercise:
         return sum(q.points for q in self.questions)
 
 
-def equal_judge(truth: Callable[[dict], Any], expected: str) -> Callable[[dict, dict], tuple[float, str]]:
-    """A judge that compares a data answer with the truth computed now; `expected` says what
-    kind of answer was wanted, in words."""
-
-    def judge(observation: dict, inputs: dict) -> tuple[float, str]:
-        value = observation.get("value")
-        if value is None:
-            return 0.0, f"no answer yet: {expected}"
-        if _normalise(value) == _normalise(plain(truth(inputs))):
-            return 1.0, "correct"
-        return 0.0, f"not what the runtime shows: {expected}"
-
-    return judge
-
-
-def _normalise(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, list):
-        return [_normalise(v) for v in value]
-    if isinstance(value, dict):
-        return {k.strip(): _normalise(v) for k, v in value.items()}
-    return value
-
-
-def parts(*checks: tuple[bool, str]) -> tuple[float, str]:
-    """Equal shares of the points for each (passed, what to fix) check, and the fixes still needed."""
-    fixes = [fix for ok, fix in checks if not ok]
-    return (len(checks) - len(fixes)) / len(checks), "correct" if not fixes else "; ".join(fixes)
-
-
-def close(a: list[float], b: list[float], tol: float = 1e-6) -> bool:
-    """Element-wise |a − b| ≤ tol·(1 + |b|), same length."""
-    return len(a) == len(b) and all(abs(x - y) <= tol * (1 + abs(y)) for x, y in zip(a, b))
+def lesson_link(lesson: str, section: str = "") -> str:
+    """A markdown link to a lesson notebook (from exercises/), optionally naming a section."""
+    where = f", section “{section}”" if section else ""
+    return f"[lesson `{lesson}`](../notebooks/{lesson}.ipynb){where}"

@@ -1,64 +1,97 @@
-"""ex01 · Reverse execution needs forward values."""
+"""ex01 · Reverse execution needs forward values (probe side: no truth here)."""
 
 from __future__ import annotations
 
-import math
 import random
 
 import torch
 
-from ..capture import trace
-from ..storage import storage_key
-from .base import Exercise, Question, close, equal_judge, parts
+from .base import AnswerError, Exercise, Question, draw_cases, lesson_link, student
+
+LESSON = "01_forward_values"
+BINARY = {"mul": "a * b", "div": "a / b", "mm": "a @ b", "sub": "a - b"}
+GRADS = {"a": "only a requires grad", "b": "only b requires grad", "ab": "both require grad"}
+Q1_CASES = [f"{op}:{who}" for op in BINARY for who in GRADS]
+UNARY = ["exp", "tanh", "sigmoid", "sin", "cos", "log", "sqrt", "relu", "abs", "reciprocal", "expm1", "log1p",
+         "rsqrt", "erf", "atan", "neg"]
 
 
-def _mul_slots(inputs: dict) -> list[str]:
-    a = torch.randn(3, requires_grad=True)
-    b = torch.randn(3)
-    return [r.slot for r in trace(a * b).nodes[0].residuals]
+def _draw_sigmoid(rng: random.Random) -> dict:
+    n = rng.randint(3, 9)
+    rows, cols = rng.randint(2, 4), rng.randint(2, 5)
+    values = lambda k: [round(rng.uniform(-6, 6), 4) for _ in range(k)]  # noqa: E731
+    return {"cases": [
+        {"dtype": "float64", "shape": [n], "x": values(n), "g": values(n)},
+        {"dtype": "float32", "shape": [rows, cols], "x": values(rows * cols), "g": values(rows * cols)},
+    ]}
 
 
-def _tanh_slot(inputs: dict) -> str:
-    return trace(torch.randn(3, requires_grad=True).tanh()).residuals[0].slot
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() and a.shape == b.shape
 
 
-def _draw_points(rng: random.Random) -> dict:
-    return {"x": [round(rng.uniform(-4, 4), 3) for _ in range(rng.randint(3, 9))]}
-
-
-def _probe_sigmoid(cls: type, inputs: dict) -> dict:
-    x = torch.tensor(inputs["x"], dtype=torch.float64, requires_grad=True)
-    y = cls.apply(x)
-    tr = trace(y.sum())
-    custom = [n for n in tr.nodes if n.name.endswith("Backward") and not n.name[-1].isdigit()]
-    saved = [
-        {"slot": r.slot, "output": r.storage is not None and r.storage.key == storage_key(y),
-         "input": r.storage is not None and r.storage.key == storage_key(x)}
-        for n in custom for r in n.residuals
-    ]
-    y.sum().backward()
-    return {"y": y.detach().tolist(), "grad": x.grad.tolist(), "saved": saved, "custom_nodes": len(custom)}
-
-
-def _judge_sigmoid(obs: dict, inputs: dict) -> tuple[float, str]:
-    s = [1 / (1 + math.exp(-v)) for v in inputs["x"]]
-    saved = obs.get("saved", [])
-    only_output = obs.get("custom_nodes") == 1 and len(saved) == 1 and saved[0]["output"] and not saved[0]["input"]
-    return parts(
-        (close(obs.get("y", []), s, 1e-9), "forward should return σ(x)"),
-        (close(obs.get("grad", []), [v * (1 - v) for v in s], 1e-9), "backward should return grad·σ(x)·(1 − σ(x))"),
-        (only_output, "save exactly one tensor for backward, and make it the output, not the input"),
-    )
+def _probe_sigmoid(cls: object, inputs: dict) -> dict:
+    """Run Sigmoid on a float64 vector and a float32 matrix, both graphs alive at once, then
+    backward each (the second first): values, gradients, and what each node saved."""
+    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        raise AnswerError("`Sigmoid` should be a subclass of torch.autograd.Function")
+    xs, ys = [], []
+    for case in inputs["cases"]:
+        x = torch.tensor(case["x"], dtype=getattr(torch, case["dtype"])).reshape(case["shape"]).requires_grad_()
+        y = student(cls.apply, x)
+        if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+            raise AnswerError("Sigmoid.apply(x) should return one tensor of x's shape")
+        xs.append(x)
+        ys.append(y)
+    observed = []
+    for x, y in zip(xs, ys):
+        node = y.grad_fn
+        saved = list(node.saved_tensors) if node is not None else []
+        on_ctx = sorted(k for k, v in vars(node).items() if isinstance(v, torch.Tensor)) if node is not None else []
+        observed.append({
+            "y": y.detach().flatten().tolist(), "dtype": str(y.dtype).replace("torch.", ""),
+            "has_graph": node is not None,
+            "saved": [{"output": _same_storage(t, y), "input": _same_storage(t, x), "numel": t.numel()}
+                      for t in saved],
+            "on_ctx": on_ctx,
+        })
+    for i in reversed(range(len(xs))):  # the later graph first: nothing may depend on call order
+        g = torch.tensor(inputs["cases"][i]["g"], dtype=xs[i].dtype).reshape(xs[i].shape)
+        if ys[i].grad_fn is not None:
+            student(ys[i].backward, g)
+        observed[i]["grad"] = None if xs[i].grad is None else xs[i].grad.flatten().tolist()
+    return {"cases": observed}
 
 
 EXERCISE = Exercise(
-    "ex01", "Forward values the reverse rules need", "01_forward_values",
+    "ex01", "Forward values the reverse rules need", LESSON,
     (
-        Question("q1", 1, "y = a * b with only a requiring grad: which slots does MulBackward0 save?",
-                 "q1_slots", equal_judge(_mul_slots, "a list of PyTorch slot names, like ['self']")),
-        Question("q2", 1, "which slot does tanh's reverse rule save: 'self' or 'result'?",
-                 "q2_slot", equal_judge(_tanh_slot, "one slot name as a string")),
-        Question("q3", 3, "a custom autograd.Function Sigmoid that saves only what its backward needs",
-                 "Sigmoid", _judge_sigmoid, probe=_probe_sigmoid, draw=_draw_points, kind="code"),
+        Question("q1", 1, "for each binary op and which inputs require grad: the slots its reverse rule saves",
+                 "q1_slots", draw=draw_cases(Q1_CASES, 4), details=(
+                     "`a` and `b` are float32 tensors (`a @ b` multiplies a 2×3 by a 3×4 matrix; the others are "
+                     "vectors of length 5). For every case `\"op:who\"` below, give the **set** of slot names "
+                     "(as PyTorch names them, e.g. `{\"self\"}`) that the op's reverse rule saves. `who` says "
+                     "which inputs require grad: " + ", ".join(f"`{k}` = {v}" for k, v in GRADS.items()) +
+                     ". An op that saves nothing gets an empty set. Cases: " +
+                     ", ".join(f"`{c}`" for c in Q1_CASES) + ". Each check draws four of them. "
+                     f"See {lesson_link(LESSON)}: mul saves `other` only if `self` needs a gradient, and "
+                     "vice versa; for the others, think about which values each input's gradient formula uses.")),
+        Question("q2", 1, "for each unary op y = op(x): which slot its reverse rule saves ('self' or 'result')",
+                 "q2_slots", draw=draw_cases(UNARY, 4), details=(
+                     "`x` is a float32 vector that requires grad. For each op below give the set of slots its "
+                     "reverse rule saves: `{\"self\"}` (the input), `{\"result\"}` (the output), both, or an empty "
+                     "set. Ops (all `torch.<op>(x)`, relu is `torch.relu`): " + ", ".join(f"`{u}`" for u in UNARY) +
+                     f". Each check draws four. See {lesson_link(LESSON)}: write each derivative in terms of "
+                     "x or of y and ask which is cheaper.")),
+        Question("q3", 3, "a custom autograd.Function Sigmoid that saves one tensor for backward: the input or "
+                 "the output",
+                 "Sigmoid", probe=_probe_sigmoid, draw=_draw_sigmoid, kind="code", details=(
+                     "Write `class Sigmoid(torch.autograd.Function)` with `forward(ctx, x)` returning σ(x) = "
+                     "1/(1+e^(−x)) and `backward(ctx, grad)` returning `grad·σ(x)·(1−σ(x))`. Save exactly one "
+                     "tensor with `ctx.save_for_backward`: the input x itself (then recompute σ in backward) or "
+                     "the output itself (no recompute) — not a copy, not both, and no tensors stored as ctx "
+                     "attributes. The checker runs it on float64 and float32 inputs of several shapes, with two "
+                     "graphs alive at once. Both choices score full marks; the check tells you what yours costs. "
+                     f"See {lesson_link(LESSON)} and lesson 10's “Check yourself”.")),
     ),
 )

@@ -1,45 +1,49 @@
-"""ex02 · A small trace: which value each rule reads, and when it can go."""
+"""ex02 · A small trace, by hand (probe side: no truth here)."""
 
 from __future__ import annotations
 
-import torch
+from .base import Exercise, Question, draw_cases, lesson_link
 
-from ..capture import trace
-from .base import Exercise, Question, equal_judge
-
-
-def _observed() -> object:
-    a = torch.randn(3, requires_grad=True)
-    b = torch.randn(3, requires_grad=True)
-    tr = trace(_program(a, b))
-    tr.backward()
-    return tr
-
-
-def _program(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return (a.exp() * b).sum()  # the exp output is reachable only through the graph
-
-
-def _order(inputs: dict) -> list[str]:
-    return [s.node.name for s in _observed().steps]
-
-
-def _reads(inputs: dict) -> dict:
-    return {s.node.name: [r.slot for r in s.used] for s in _observed().steps}
-
-
-def _freed(inputs: dict) -> dict:
-    return {f"{r.node.name}.{r.slot}": r.freed_at for r in _observed().residuals}
-
+LESSON = "02_small_trace"
+# program id -> (source, which of a, b require grad); a and b are float32 vectors of length 4
+PROGRAMS = {
+    "P1": ("(a.exp() * b).sum()", "ab"),
+    "P2": ("(a.sin() * b).sum()", "a"),
+    "P3": ("(a.tanh() / b).sum()", "ab"),
+    "P4": ("(a * b).exp().sum()", "ab"),
+    "P5": ("(a.sigmoid() * a).sum()", "a"),
+    "P6": ("(a.cos() + b.exp()).sum()", "ab"),
+    "P7": ("(a * 3).sigmoid().sum()", "a"),
+    "P8": ("(a.exp() * b.sin()).sum()", "b"),
+}
+WHO = {"ab": "a and b", "a": "only a", "b": "only b"}
+_TABLE = "\n".join(f"| `{k}` | `y = {src}` | {WHO[who]} |" for k, (src, who) in PROGRAMS.items())
+_FAMILY = ("`a` and `b` are float32 vectors of length 4 (positive values); you hold `a`, `b` and `y`, and "
+           "nothing else. The programs:\n\n| id | program | requires grad |\n|---|---|---|\n" + _TABLE +
+           "\n\nAnswer with a dict keyed by program id (`\"P1\"` … `\"P8\"`); each check draws two programs.")
 
 EXERCISE = Exercise(
-    "ex02", "A small trace, by hand", "02_small_trace",
+    "ex02", "A small trace, by hand", LESSON,
     (
-        Question("q1", 2, "y = (a.exp() * b).sum(): the reverse rules in the order backward runs them",
-                 "q1_order", equal_judge(_order, "a list of node names such as 'SumBackward0', in reverse order")),
-        Question("q2", 2, "for each reverse rule, the saved slots it reads",
-                 "q2_reads", equal_judge(_reads, "a dict {node name: [slots it reads]} with every rule")),
-        Question("q3", 2, "for each residual 'Node.slot', the step after which its memory is freed (None if kept)",
-                 "q3_freed", equal_judge(_freed, "a dict {'Node.slot': step index or None} for every residual")),
+        Question("q1", 2, "for each program: the reverse rules (node names) in the order backward runs them",
+                 "q1_order", draw=draw_cases(list(PROGRAMS), 2), details=(
+                     "For each program give the list of node names, e.g. `[\"SumBackward0\", …]`, in the order "
+                     "`y.backward()` runs them; leave out `AccumulateGrad` (it writes `.grad`). Where two rules "
+                     "do not depend on each other, any order that respects the dependencies is accepted. "
+                     f"See {lesson_link(LESSON)}.")),
+        Question("q2", 2, "for each program: {node name: set of saved slots that rule reads}",
+                 "q2_reads", draw=draw_cases(list(PROGRAMS), 2), details=(
+                     "For each program a dict `{node name: set of slots}`, with every rule of q1 (an empty set "
+                     "for a rule that reads nothing). Slot names as PyTorch gives them (`self`, `other`, "
+                     f"`result`). Sets, so the order does not matter. See {lesson_link(LESSON)}.")),
+        Question("q3", 2, "for each program: {'Node.slot': step after which its memory is freed, or None}",
+                 "q3_freed", draw=draw_cases(list(PROGRAMS), 2), details=(
+                     "For each program a dict with one entry per residual, keyed `\"NodeName.slot\"`: the index "
+                     "of the step (0 = the first rule backward runs, in the order backward really runs them) "
+                     "after which the memory of that saved value is freed, or `None` if it is still held after "
+                     "backward (for instance because you hold that tensor yourself). A value saved by two "
+                     "rules is freed only when both are done. See "
+                     f"{lesson_link(LESSON)} and {lesson_link('03_storage')}.")),
     ),
+    intro="Every question uses the same family of programs:\n\n" + _FAMILY,
 )

@@ -1,4 +1,4 @@
-"""ex03 · Memory by storage: what a graph really pins."""
+"""ex03 · Memory by storage: what a graph really pins (probe side: no truth here)."""
 
 from __future__ import annotations
 
@@ -6,56 +6,63 @@ import random
 
 import torch
 
-from ..capture import trace
-from .base import Exercise, Question
+from .base import AnswerError, Exercise, Question, lesson_link, student
+
+LESSON = "03_storage"
+DTYPES = ("float32", "float64")
 
 
 def _draw_slice(rng: random.Random) -> dict:
-    n = rng.randint(16, 400)
-    return {"n": n, "k": rng.randint(1, min(n, 12))}
-
-
-def _truth_slice(inputs: dict) -> int:
-    w = torch.ones(inputs["k"], requires_grad=True)
-    big = torch.randn(inputs["n"], inputs["n"])
-    return trace((big[0, : inputs["k"]] * w).sum()).saved_bytes
+    cases = []
+    for _ in range(3):
+        n = rng.randint(16, 300)
+        cases.append({"n": n, "k": rng.randint(1, min(n, 12)), "dtype": rng.choice(DTYPES)})
+    return {"cases": cases}
 
 
 def _draw_views(rng: random.Random) -> dict:
-    return {"n": rng.randint(8, 4000)}
-
-
-def _truth_views(inputs: dict) -> list[int]:
-    a = torch.randn(inputs["n"], requires_grad=True)
-    h = a * 2
-    tr = trace((h[:-1] * h[1:]).sum())
-    return [tr.visible_bytes, tr.saved_bytes]
+    return {"cases": [{"n": rng.randint(8, 4000), "dtype": rng.choice(DTYPES)} for _ in range(3)]}
 
 
 def _call_probe(fn: object, inputs: dict) -> dict:
-    from .base import plain
-
-    return {"value": plain(fn(**inputs))}
-
-
-def _judge_against(truth, expected: str):  # noqa: ANN001, ANN202 - small local factory
-    def judge(obs: dict, inputs: dict) -> tuple[float, str]:
-        if obs.get("value") == truth(inputs):
-            return 1.0, "correct"
-        return 0.0, f"wrong for n={inputs['n']}: {expected}"
-
-    return judge
+    """Call the student's function on every drawn case (dtype as a torch.dtype)."""
+    if not callable(fn):
+        raise AnswerError("define a function")
+    values = []
+    for case in inputs["cases"]:
+        args = {k: getattr(torch, v) if k == "dtype" else v for k, v in case.items()}
+        got = student(fn, **args)
+        if isinstance(got, torch.Tensor) and got.numel() <= 2:
+            got = got.tolist()
+        if isinstance(got, tuple):
+            got = list(got)
+        if not (type(got) is int or (type(got) is list and all(type(v) is int for v in got))):
+            raise AnswerError(f"return plain ints (got {type(got).__name__})")
+        values.append(got)
+    return {"values": values}
 
 
 EXERCISE = Exercise(
-    "ex03", "What a graph really pins", "03_storage",
+    "ex03", "What a graph really pins", LESSON,
     (
-        Question("q1", 2, "pinned_bytes(n, k): bytes the graph of (big[0, :k] * w).sum() pins, big = randn(n, n)",
-                 "pinned_bytes", _judge_against(_truth_slice, "count the whole backing allocation, not the slice"),
-                 probe=_call_probe, draw=_draw_slice, kind="code"),
-        Question("q2", 2, "visible_and_pinned(n): [sum of the residuals' own bytes, distinct storage bytes] for "
-                 "h = a * 2; (h[:-1] * h[1:]).sum(), a = randn(n)",
-                 "visible_and_pinned", _judge_against(_truth_views, "views of one tensor share its storage; "
-                 "the scalar 2 is saved too"), probe=_call_probe, draw=_draw_views, kind="code"),
+        Question("q1", 2, "pinned_bytes(n, k, dtype): bytes the saved tensors of (big[0, :k] * w).sum() keep alive",
+                 "pinned_bytes", probe=_call_probe, draw=_draw_slice, kind="code", details=(
+                     "`w = torch.ones(k, dtype=dtype, requires_grad=True)`, `big = torch.randn(n, n, dtype=dtype)` "
+                     "(does not require grad), `y = (big[0, :k] * w).sum()`. Return, as an int, the bytes of "
+                     "the allocations (storages) that the graph's **saved tensors** keep alive — what "
+                     "`tk.trace(y).saved_bytes` reports. Not `y` itself (you hold it), and not `w` unless a rule "
+                     "saves it. `dtype` is `torch.float32` or `torch.float64`; each check calls your function on "
+                     f"three drawn (n, k, dtype). See {lesson_link(LESSON, 'A small slice pins a large allocation')}"
+                     " (the lesson's measurement also counts the 4-byte output; this question does not).")),
+        Question("q2", 2, "visible_and_pinned(n, dtype): [visible bytes, pinned bytes] of "
+                 "h = a * 2; (h[:-1] * h[1:]).sum()",
+                 "visible_and_pinned", probe=_call_probe, draw=_draw_views, kind="code", details=(
+                     "`a = torch.randn(n, dtype=dtype, requires_grad=True)`, `h = a * 2`, "
+                     "`y = (h[:-1] * h[1:]).sum()`. Return `[visible, pinned]` (two ints): `visible` = the sum "
+                     "of every saved tensor's own bytes (numel × element size, as `tk.trace(y).visible_bytes`), "
+                     "`pinned` = the bytes of the distinct storages they keep alive (`saved_bytes`). Every "
+                     "saved tensor counts, including the one the multiplication by the Python number 2 saves "
+                     "(PyTorch wraps 2 as a 0-dim int64 tensor). Each check calls it on three drawn (n, dtype). "
+                     f"See {lesson_link(LESSON, 'Several views, one allocation')}.")),
     ),
 )

@@ -1,4 +1,4 @@
-"""ex04 · Repeated backward, retain_graph, create_graph."""
+"""ex04 · Retain, recompute or record (probe side: no truth here)."""
 
 from __future__ import annotations
 
@@ -6,57 +6,81 @@ import random
 
 import torch
 
-from .base import Exercise, Question, close, equal_judge, plain
+from .base import AnswerError, Exercise, Question, draw_cases, lesson_link, student
+
+LESSON = "04_retention"
+# id -> (program, which inputs require grad); a and b are float32, shapes in the prompt
+PROGRAMS = {
+    "R1": ("(a * 2).sum()", "a"), "R2": ("(a + b).sum()", "ab"), "R3": ("(a * b).sum()", "a"),
+    "R4": ("(a * b).sum()", "b"), "R5": ("a.exp().sum()", "a"), "R6": ("(a - b).pow(2).sum()", "ab"),
+    "R7": ("(A @ B).sum()", "a"), "R8": ("a.relu().mean()", "a"), "R9": ("(a.sin() + b).sum()", "b"),
+    "R10": ("(a.tanh() * b.exp()).sum()", "ab"),
+}
+WHO = {"a": "only a (or A)", "b": "only b", "ab": "both"}
+FUNCTIONS = {
+    "poly_sin": "t**p * torch.sin(c * t)",
+    "exp_lin": "torch.exp(c * t) * t**p",
+    "tanh_sq": "torch.tanh(c * t) * t**2",
+    "log1p_sq": "c * torch.log1p(t**2) + t**p",
+}
 
 
-def _second_backward_raises(program) -> bool:  # noqa: ANN001 - a small local helper
-    a = torch.randn(4, requires_grad=True)
-    b = torch.randn(4, requires_grad=True)
-    y = program(a, b)
-    y.backward()
-    try:
-        y.backward()
-    except RuntimeError:
-        return True
-    return False
+def make_f(case: dict):  # noqa: ANN201 - an elementwise function of one tensor
+    """The elementwise function f of a drawn case (public: it is part of the question)."""
+    p, c = case["p"], case["c"]
+    src = FUNCTIONS[case["f"]]
+    return lambda t: eval(src, {"torch": torch, "t": t, "p": p, "c": c})  # noqa: S307 - our own text
 
 
 def _draw_f(rng: random.Random) -> dict:
-    return {"p": rng.randint(1, 4), "c": round(rng.uniform(0.5, 2.5), 3),
-            "x": [round(rng.uniform(-2, 2), 3) for _ in range(rng.randint(3, 7))]}
+    cases = []
+    for dtype, shape in (("float64", [rng.randint(3, 7)]), ("float32", [rng.randint(2, 3), rng.randint(2, 4)])):
+        n = shape[0] * (shape[1] if len(shape) > 1 else 1)
+        cases.append({"f": rng.choice(sorted(FUNCTIONS)), "p": rng.randint(1, 3), "c": round(rng.uniform(0.5, 2.0), 3),
+                      "dtype": dtype, "shape": shape, "x": [round(rng.uniform(-1.5, 1.5), 3) for _ in range(n)]})
+    return {"cases": cases}
 
 
-def _f(inputs: dict):  # noqa: ANN202
-    p, c = inputs["p"], inputs["c"]
-    return lambda t: t**p * torch.sin(c * t)
-
-
-def _probe_second(fn, inputs: dict) -> dict:  # noqa: ANN001
-    x = torch.tensor(inputs["x"], dtype=torch.float64, requires_grad=True)
-    out = fn(_f(inputs), x)
-    return {"value": plain(out.detach().tolist() if isinstance(out, torch.Tensor) else out)}
-
-
-def _judge_second(obs: dict, inputs: dict) -> tuple[float, str]:
-    x = torch.tensor(inputs["x"], dtype=torch.float64, requires_grad=True)
-    (g,) = torch.autograd.grad(_f(inputs)(x).sum(), x, create_graph=True)
-    (h,) = torch.autograd.grad(g.sum(), x)
-    value = obs.get("value")
-    if isinstance(value, list) and close(value, h.tolist(), 1e-8):
-        return 1.0, "correct"
-    return 0.0, "return the elementwise second derivative as a tensor: differentiate a derivative that has a graph"
+def _probe_second(fn: object, inputs: dict) -> dict:
+    """Call second_derivative twice per case on the same x (a float64 vector, a float32 matrix)."""
+    if not callable(fn):
+        raise AnswerError("define a function second_derivative(f, x)")
+    out = []
+    for case in inputs["cases"]:
+        x = torch.tensor(case["x"], dtype=getattr(torch, case["dtype"])).reshape(case["shape"]).requires_grad_()
+        calls = []
+        for _ in range(2):
+            h = student(fn, make_f(case), x)
+            if not isinstance(h, torch.Tensor) or h.shape != x.shape:
+                raise AnswerError("return a tensor of x's shape: d²f/dx² at each element")
+            calls.append(h.detach().flatten().tolist())
+        out.append({"calls": calls, "dtype": str(h.dtype).replace("torch.", "")})
+    return {"cases": out}
 
 
 EXERCISE = Exercise(
-    "ex04", "Retain, recompute or record", "04_retention",
+    "ex04", "Retain, recompute or record", LESSON,
     (
-        Question("q1", 1, "y = (a * 2).sum(): does a second y.backward() raise? (True/False)",
-                 "q1_raises", equal_judge(lambda _: _second_backward_raises(lambda a, b: (a * 2).sum()),
-                                          "True or False: does the mul rule save anything?")),
-        Question("q2", 1, "y = (a + b).sum(): does a second y.backward() raise? (True/False)",
-                 "q2_raises", equal_judge(lambda _: _second_backward_raises(lambda a, b: (a + b).sum()),
-                                          "True or False: does the add rule save anything?")),
-        Question("q3", 3, "second_derivative(f, x): d²f/dx² at each element of x",
-                 "second_derivative", _judge_second, probe=_probe_second, draw=_draw_f, kind="code"),
+        Question("q1", 2, "for each program: the set of saved values ('Node.slot') a second y.backward() "
+                 "would need, that the first y.backward() released", "q1_needs",
+                 draw=draw_cases(list(PROGRAMS), 3), details=(
+                     "`a`, `b` are float32 vectors of length 5; `A` is 2×3 and `B` 3×4 (float32). Programs, "
+                     "and which inputs require grad:\n\n| id | y = | requires grad |\n|---|---|---|\n" +
+                     "\n".join(f"| `{k}` | `{s}` | {WHO[w]} |" for k, (s, w) in PROGRAMS.items()) +
+                     "\n\nFor each program, give the **set** of residuals, each `\"NodeName.slot\"` (e.g. "
+                     "`\"ExpBackward0.result\"`), that `y.backward()` (retain_graph=False) releases and a "
+                     "second backward would need; an empty set if there are none. A second backward raises "
+                     "exactly when it needs a released value. (A graph that saves nothing can in fact be "
+                     "backwarded twice on torch 2.13, but that is an implementation detail: the documented "
+                     "contract is `retain_graph=True`.) Answer as a dict keyed by program id; each check "
+                     f"draws three. See {lesson_link(LESSON)}.")),
+        Question("q2", 3, "second_derivative(f, x): d²f/dx² at each element of x (f is elementwise)",
+                 "second_derivative", probe=_probe_second, draw=_draw_f, kind="code", details=(
+                     "`f` is an elementwise function of a tensor (e.g. `t**p * torch.sin(c*t)`), `x` a tensor "
+                     "that requires grad: float64 or float32, a vector or a matrix. Return a tensor of x's "
+                     "shape and dtype holding f''(x) at each element, computed by autograd (exact to rounding; "
+                     "finite differences are not precise enough). The checker calls your function twice on "
+                     "the same x: the second call must give the same result (mind what accumulates in "
+                     f"`x.grad`). See {lesson_link(LESSON)} (create_graph).")),
     ),
 )

@@ -1,4 +1,4 @@
-"""ex09 · A memory budget for a training step."""
+"""ex09 · A memory budget for a training step (probe side: no truth here)."""
 
 from __future__ import annotations
 
@@ -6,44 +6,80 @@ import random
 
 import torch
 
-from .base import Exercise, Question, equal_judge, plain
+from .base import AnswerError, Exercise, Question, draw_cases, lesson_link, student
+
+LESSON = "09_budget"
+# id -> (in features, hidden width, hidden layers, batch, optimizer); classifier into 10 classes
+CONFIGS = {
+    "C1": (512, 512, 2, 16, "Adam"),
+    "C2": (64, 64, 4, 4096, "SGD"),
+    "C3": (128, 128, 6, 2048, "Adam"),
+    "C4": (1024, 16, 2, 4096, "SGD"),
+    "C5": (64, 256, 8, 1024, "SGD"),
+    "C6": (2048, 8, 1, 2048, "Adam"),
+}
 
 
-def _largest(inputs: dict) -> str:
-    from ..memory_budget import budget
-
-    b = budget()
-    return max(b.at_peak, key=lambda k: b.at_peak[k])
-
-
-def _draw(rng: random.Random) -> dict:
-    return {"sizes": [rng.randint(2, 64) for _ in range(rng.randint(2, 4))]}
-
-
-def _model(sizes: list[int]) -> torch.nn.Module:
-    layers = [torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])]
-    return torch.nn.Sequential(*layers)
+def config_setup(config: str) -> tuple[torch.nn.Module, torch.optim.Optimizer, tuple[torch.Tensor, torch.Tensor]]:
+    """The model, optimizer and batch of a configuration (as the prompt's table describes them)."""
+    n_in, width, depth, batch, opt = CONFIGS[config]
+    layers: list[torch.nn.Module] = [torch.nn.Linear(n_in, width), torch.nn.ReLU()]
+    for _ in range(depth - 1):
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
+    optimizer = torch.optim.Adam(model.parameters()) if opt == "Adam" else torch.optim.SGD(model.parameters(), lr=0.1)
+    return model, optimizer, (torch.randn(batch, n_in), torch.randint(0, 10, (batch,)))
 
 
-def _probe(fn, inputs: dict) -> dict:  # noqa: ANN001
-    return {"value": plain(fn(_model(inputs["sizes"])))}
+def _draw_models(rng: random.Random) -> dict:
+    cases = []
+    for _ in range(3):
+        cases.append({"sizes": [rng.randint(2, 64) for _ in range(rng.randint(2, 4))],
+                      "bias": rng.random() < 0.7, "dtype": rng.choice(["float32", "float64"])})
+    return {"cases": cases}
 
 
-def _truth(inputs: dict) -> int:
-    model = _model(inputs["sizes"])
-    opt = torch.optim.Adam(model.parameters())
-    model(torch.randn(2, inputs["sizes"][0])).sum().backward()
-    opt.step()
-    return sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values() if torch.is_tensor(t))
+def build_model(case: dict) -> torch.nn.Module:
+    """A drawn stack of Linear layers."""
+    sizes = case["sizes"]
+    layers = [torch.nn.Linear(a, b, bias=case["bias"]) for a, b in zip(sizes, sizes[1:])]
+    return torch.nn.Sequential(*layers).to(getattr(torch, case["dtype"]))
+
+
+def _probe(fn: object, inputs: dict) -> dict:
+    if not callable(fn):
+        raise AnswerError("define a function adam_state_bytes(model)")
+    values = []
+    for case in inputs["cases"]:
+        got = student(fn, build_model(case))
+        if type(got) is not int:
+            raise AnswerError(f"adam_state_bytes should return an int, got {type(got).__name__}")
+        values.append(got)
+    return {"values": values}
 
 
 EXERCISE = Exercise(
-    "ex09", "Budget a training step", "09_budget",
+    "ex09", "Budget a training step", LESSON,
     (
-        Question("q1", 2, "tk.budget() on the default model: which category is largest at the peak?",
-                 "q1_largest", equal_judge(_largest, "one category name exactly as the budget table writes it")),
+        Question("q1", 2, "for each training setup: which budget category is largest at the peak of a step",
+                 "q1_largest", draw=draw_cases(list(CONFIGS), 2), details=(
+                     "Each setup is a float32 classifier `Linear(in, width), ReLU` followed by `layers − 1` "
+                     "more `Linear(width, width), ReLU` and a final `Linear(width, 10)`, trained one step on a "
+                     "batch of random inputs with cross-entropy; Adam with its defaults, or SGD(lr=0.1) without "
+                     "momentum:\n\n| id | in | width | layers | batch | optimizer |\n|---|---|---|---|---|---|\n" +
+                     "\n".join(f"| `{k}` | {a} | {w} | {d} | {b} | {o} |" for k, (a, w, d, b, o) in CONFIGS.items()) +
+                     "\n\nFor each, name the category of `tk.budget(model, optimizer, (x, y), "
+                     "torch.nn.functional.cross_entropy)` with the most bytes at the peak, exactly as the "
+                     "budget table writes it (`parameters`, `gradients`, `optimizer state`, `saved activations`, "
+                     "`application references`, `temporary workspaces`). Estimate from sizes (parameters × 4 B, "
+                     "batch × width × 4 B per saved activation); you may check one with tk.budget. Answer as a "
+                     f"dict keyed by setup id; each check draws two. See {lesson_link(LESSON)}.")),
         Question("q2", 2, "adam_state_bytes(model): bytes of Adam's state after its first step",
-                 "adam_state_bytes", equal_judge(_truth, "an int: Adam keeps two moments per parameter and a "
-                 "step count per parameter tensor"), probe=_probe, draw=_draw, kind="code"),
+                 "adam_state_bytes", probe=_probe, draw=_draw_models, kind="code", details=(
+                     "`model` is a stack of `torch.nn.Linear` layers (with or without bias) in float32 or "
+                     "float64. Return, as an int, the bytes of every tensor in `torch.optim.Adam(model."
+                     "parameters()).state` after one `step()` with default options. Compute it from the "
+                     "model (its parameters), without running an optimizer. Each check calls it on three drawn "
+                     f"models. See {lesson_link(LESSON)}: what Adam keeps per parameter, and per tensor.")),
     ),
 )

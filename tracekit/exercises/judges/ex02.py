@@ -1,0 +1,111 @@
+"""ex02 judges: order, reads and free points of small programs, observed on the runtime now.
+
+q1: correct = the order backward runs the rules, or any other order in which every rule comes
+after all the rules that feed it a gradient (only P6 has such a choice). Wrong: forward order,
+AccumulateGrad included, a rule missing.
+q2: correct = per rule, the set of slots it reads (any order, list/set/tuple). Wrong: slots a
+rule saves for another requires-grad pattern; a rule missing.
+q3: correct = per residual, the step after which its storage is freed, None if kept (e.g. by a
+leaf the user holds). Wrong: the step it was released by its rule when another rule (or the
+user) still holds the same storage.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...capture import trace
+from ..ex02 import PROGRAMS
+from .common import as_set, table
+
+
+def run(program: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y, a, b) of the program, on fresh tensors (requires grad as the table says)."""
+    src, who = PROGRAMS[program]
+    a = (torch.rand(4) + 0.5).requires_grad_("a" in who)
+    b = (torch.rand(4) + 0.5).requires_grad_("b" in who)
+    return eval(src, {"a": a, "b": b}), a, b  # noqa: S307 - our own fixed program text
+
+
+def observed(program: str) -> dict:
+    """Run the program on fresh tensors and observe its backward, holding a, b and y (as the
+    prompt says) until every answer is read off: the order, the reads, the free points."""
+    y, a, b = run(program)
+    tr = trace(y)
+    tr.backward()
+    facts = {"order": [s.node.name for s in tr.steps],
+             "reads": {s.node.name: frozenset(r.slot for r in s.used) for s in tr.steps},
+             "freed": {f"{r.node.name}.{r.slot}": r.freed_at for r in tr.residuals}}
+    del y, a, b  # held until here
+    return facts
+
+
+def _dependencies(program: str) -> dict[str, set[str]]:
+    """node name -> names of the nodes that must run before it (those that feed it a gradient)."""
+    y, _, _ = run(program)
+    before: dict[str, set[str]] = {}
+    stack = [y.grad_fn]
+    while stack:
+        node = stack.pop()
+        before.setdefault(node.name(), set())
+        for nxt, _ in node.next_functions:
+            if nxt is not None and nxt.name() != "torch::autograd::AccumulateGrad":
+                before.setdefault(nxt.name(), set()).add(node.name())
+                stack.append(nxt)
+    return before
+
+
+def _order_entry(program: str, got: object) -> tuple[bool, str]:
+    truth = observed(program)["order"]
+    if not isinstance(got, list) or not all(isinstance(g, str) for g in got):
+        return False, "give a list of node names"
+    got = [g.strip() for g in got]
+    if sorted(got) != sorted(truth):
+        return False, ("the rules listed are not the program's rules (leave out AccumulateGrad; count every op "
+                       "on a path from y to an input that requires grad)")
+    before = _dependencies(program)
+    for i, name in enumerate(got):
+        if not before[name] <= set(got[:i]):
+            return False, f"{name} comes before a rule that feeds it its gradient: backward starts at y"
+    return True, ""
+
+
+def _reads_entry(program: str, got: object) -> tuple[bool, str]:
+    truth = observed(program)["reads"]
+    if not isinstance(got, dict):
+        return False, "give a dict {node name: set of slots}"
+    got = {k.strip(): v for k, v in got.items()}
+    if set(got) != set(truth):
+        return False, "the dict should have one entry per reverse rule (the rules of q1)"
+    wrong = [name for name in truth if (frozenset() if got[name] is None else as_set(got[name])) != truth[name]]
+    if wrong:
+        return False, (f"look again at what {', '.join(sorted(wrong))} read"
+                       " (which inputs require grad decides what a rule needs)")
+    return True, ""
+
+
+def _freed_entry(program: str, got: object) -> tuple[bool, str]:
+    truth = observed(program)["freed"]
+    if not isinstance(got, dict):
+        return False, "give a dict {'Node.slot': step or None}"
+    got = {k.strip(): v for k, v in got.items()}
+    if set(got) != set(truth):
+        missing, extra = set(truth) - set(got), set(got) - set(truth)
+        what = []
+        if missing:
+            what.append(f"{len(missing)} residual(s) missing")
+        if extra:
+            what.append(f"{', '.join(sorted(extra))} is not saved by this program")
+        return False, "; ".join(what)
+    wrong = sorted(k for k in truth if not (got[k] == truth[k] and type(got[k]) is type(truth[k])))
+    if wrong:
+        return False, (f"the free point of {', '.join(wrong)} is off: memory goes when the last holder lets go "
+                       "(another rule saving the same storage, or you holding the tensor)")
+    return True, ""
+
+
+JUDGES = {
+    "q1": lambda obs, inputs: table(obs, inputs, _order_entry),
+    "q2": lambda obs, inputs: table(obs, inputs, _reads_entry),
+    "q3": lambda obs, inputs: table(obs, inputs, _freed_entry),
+}

@@ -1,0 +1,66 @@
+"""ex04 judges: what a first backward releases, and second derivatives, computed now.
+
+q1: correct = the set of 'Node.slot' residuals of the program's graph (every saved value is
+released by a backward without retain_graph), as a set/list in any order; empty for programs
+that save nothing. Wrong: answering for another requires-grad pattern; leaving out a value
+because "the user holds the leaf" (the graph's reference is released all the same).
+q2: correct = autograd's exact f'' for each element, float64 to 1e-9 and float32 to 1e-4
+relative, the same on a second call. Wrong: first derivative; x.grad-based answers that
+accumulate across calls; finite differences (1e-6 off in float64); a fixed dtype.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...capture import trace
+from ..ex04 import PROGRAMS, make_f
+from .common import as_set, close, parts, table
+
+
+def needs(program: str) -> frozenset:
+    """The residuals of the program's graph, measured now."""
+    src, who = PROGRAMS[program]
+    a, b = torch.randn(5, requires_grad="a" in who), torch.randn(5, requires_grad="b" in who)
+    A, B = torch.randn(2, 3, requires_grad="a" in who), torch.randn(3, 4)  # noqa: N806 - as in the prompt
+    y = eval(src, {"a": a, "b": b, "A": A, "B": B})  # noqa: S307 - our own program text
+    return frozenset(f"{r.node.name}.{r.slot}" for r in trace(y).residuals)
+
+
+def _needs_entry(program: str, got: object) -> tuple[bool, str]:
+    got_set = frozenset() if got is None else as_set(got)
+    if got_set is None:
+        return False, "give a set of 'Node.slot' strings"
+    truth = needs(program)
+    if got_set == truth:
+        return True, ""
+    if got_set - truth:
+        return False, "you listed a value this graph does not save (check which inputs require grad)"
+    return False, "a saved value is missing (a leaf you hold is still released by the graph)"
+
+
+def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
+    """Exact second derivatives for both cases, twice each."""
+    cases = obs.get("cases")
+    if not isinstance(cases, list) or len(cases) != len(inputs["cases"]):
+        return 0.0, "the checker got no results from second_derivative"
+    value_ok = repeat_ok = dtype_ok = True
+    for seen, case in zip(cases, inputs["cases"]):
+        x = torch.tensor(case["x"], dtype=torch.float64).reshape(case["shape"]).requires_grad_()
+        (g,) = torch.autograd.grad(make_f(case)(x).sum(), x, create_graph=True)
+        (h,) = torch.autograd.grad(g.sum(), x)
+        tol = 1e-9 if case["dtype"] == "float64" else 1e-4
+        calls = seen.get("calls") or [None, None]
+        value_ok &= close(calls[0], h.flatten().tolist(), tol)
+        repeat_ok &= close(calls[1], h.flatten().tolist(), tol)
+        dtype_ok &= seen.get("dtype") == case["dtype"]
+    return parts(
+        (value_ok, "the first call is not f''(x): differentiate the first derivative, which needs a graph "
+                   "(create_graph=True); finite differences are not exact enough"),
+        (repeat_ok and value_ok, "a second call on the same x gives something else: does your answer "
+                                 "depend on what is already in x.grad?"),
+        (dtype_ok, "return the result in x's dtype"),
+    )
+
+
+JUDGES = {"q1": lambda obs, inputs: table(obs, inputs, _needs_entry), "q2": judge_q2}
