@@ -1,13 +1,24 @@
-"""The trusted side of grading: find submissions, run each in the sandbox, judge the raw
-observations against truth computed now, write per-student reports and the class CSV."""
+"""The trusted side of grading: find submissions, run each in its sandboxes, judge the raw
+observations against truth computed now, write signed per-student reports and the class CSV.
+
+Nothing a sandbox produces is trusted: it can only send JSON observation lines on a pipe.
+Reports are written by this process alone and signed (HMAC, with a key kept in the results
+folder); a rerun skips a student only if their report verifies, and the CSV is built only
+from reports that verify, with every score clamped to what the exercise definitions allow.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import hashlib
+import hmac
 import io
 import json
 import os
+import re
 import secrets
+import stat
 import sys
 import tempfile
 import threading
@@ -20,13 +31,23 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..exercises import draw_inputs, get, judge_all
-from . import sandbox
-from .submission import SubmissionError, discover, read
+from ..errors import TracekitError
+from ..exercises import IDS, draw_inputs, get, judge_all
+from . import isolation, sandbox
+from .submission import MAX_NOTEBOOK_BYTES, SubmissionError, discover_all, read, read_regular
 
 REPORT = "report.json"
 RESULTS = "results.json"
+KEY = ".tracekit-key"
+CSV_NAME = "grades.csv"
+MAX_REPORT_BYTES = 8 << 20
 _TRUSTED_LOCK = threading.Lock()  # the judges compute truth with torch: one at a time keeps it simple
+_SAFE_FOLDER = re.compile(r"[\w][\w .@+-]{0,99}")
+_RESERVED = {CSV_NAME.lower(), KEY, "con", "nul"}
+
+
+class IsolationError(TracekitError, RuntimeError):
+    """The machine cannot isolate submissions as this run requires: the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -34,10 +55,15 @@ class Options:
     """Limits for each submission and how the class is split."""
 
     timeout: float = 120.0  # wall seconds per notebook
-    memory_mb: int = 4096  # address-space limit of the sandbox kernel
+    memory_mb: int = 4096  # memory of the whole sandbox (cgroup) and of each process in it
     jobs: int = 1
     shard: tuple[int, int] = (1, 1)  # (i, n): grade the i-th of n deterministic parts
     hide: tuple[str, ...] = ()  # extra folders the sandbox must not see
+    strict: bool = False  # refuse to grade unless namespaces and a cgroup are available
+    unsafe: bool = False  # allow grading without namespaces as a non-root user
+    max_pids: int = 128  # processes and threads in one sandbox
+    tmpfs_mb: int = 256  # the sandbox's only writable space
+    max_notebook_mb: int = MAX_NOTEBOOK_BYTES >> 20
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -57,77 +83,206 @@ def in_shard(student: str, shard: tuple[int, int]) -> bool:
     return zlib.crc32(student.encode()) % n == i - 1
 
 
+def check_isolation(options: Options) -> isolation.Isolation:
+    """What isolation this run gets; IsolationError where the options forbid grading with it."""
+    iso = isolation.detect()
+    if options.strict and not iso.full:
+        raise IsolationError("--strict: this machine cannot isolate submissions fully: " + "; ".join(iso.missing))
+    if not iso.namespaces and not iso.root and not options.unsafe:
+        raise IsolationError("as a non-root user, tracekit isolates each submission with bubblewrap and user "
+                             "namespaces, which do not work here (" + "; ".join(iso.missing) + "). Install "
+                             "bubblewrap / allow user namespaces, run as root in a container, or pass --unsafe "
+                             "to grade without isolation (a student's code can then read and change your files)")
+    return iso
+
+
+def folder_for(student: str) -> str:
+    """The results sub-folder of a student: the name itself when it is a plain one, else a hash."""
+    if _SAFE_FOLDER.fullmatch(student) and student.lower() not in _RESERVED and not student.endswith((".", " ")):
+        return student
+    return "student-" + hashlib.sha256(student.encode()).hexdigest()[:12]
+
+
+def _move_aside(path: Path, folder: bool = False) -> None:
+    """Something that is not a regular file (or, with `folder`, not a real folder) sits where a
+    result goes: rename it out of the way."""
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.lstat(path).st_mode
+        if not (stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)):
+            os.rename(path, path.with_name(f"{path.name}.not-a-file-{int(time.time())}-{secrets.token_hex(3)}"))
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Write a file so that readers see the old content or the new one, never half."""
+    """Write a file so that readers see the old content or the new one, never half (never
+    through a link planted in its place)."""
+    _move_aside(path.parent, folder=True)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _move_aside(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
     os.replace(tmp, path)
 
 
-def grade_notebook(path: Path, student: str, options: Options) -> dict[str, Any]:
+def _key(out: Path, create: bool) -> bytes | None:
+    path = out / KEY
+    try:
+        return read_regular(path, 1024)
+    except SubmissionError:
+        if not create:
+            return None
+    out.mkdir(parents=True, exist_ok=True)
+    _move_aside(path)
+    key = secrets.token_bytes(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return read_regular(path, 1024)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+    return key
+
+
+def _signature(key: bytes, report: dict[str, Any]) -> str:
+    body = json.dumps({k: v for k, v in report.items() if k != "signature"}, sort_keys=True).encode()
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def load_report(out: Path, folder: str, key: bytes | None) -> dict[str, Any] | None:
+    """A student's report if it is a regular file this grader signed (else None)."""
+    if key is None:
+        return None
+    try:
+        report = json.loads(read_regular(out / folder / REPORT, MAX_REPORT_BYTES))
+    except (SubmissionError, ValueError, RecursionError, UnicodeDecodeError):
+        return None
+    if not isinstance(report, dict) or not isinstance(report.get("signature"), str):
+        return None
+    if not hmac.compare_digest(report["signature"], _signature(key, report)):
+        return None
+    return report
+
+
+def _clamp(value: Any, most: float) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    if number != number:  # NaN
+        return 0.0
+    return round(max(0.0, min(float(most), number)), 2)
+
+
+def grade_notebook(path: Path, student: str, options: Options, nonce: str | None = None) -> dict[str, Any]:
     """Grade one notebook: a report entry with per-question scores and what happened."""
     try:
-        sub = read(path, student)
+        sub = read(path, student, options.max_notebook_mb << 20)
     except SubmissionError as err:
         return {"notebook": path.name, "exercise": None, "score": 0, "max_score": 0, "questions": [],
                 "problem": str(err)}
     exercise = get(sub.exercise)
     inputs = draw_inputs(exercise)
-    nonce = secrets.token_hex(16)
     ran = sandbox.run(sub.code_cells, sub.exercise, inputs, nonce, timeout=options.timeout,
-                      memory_mb=options.memory_mb, hide=list(options.hide))
+                      memory_mb=options.memory_mb, hide=list(options.hide), max_pids=options.max_pids,
+                      tmpfs_mb=options.tmpfs_mb)
     observations = ran.observations or {}
     with _TRUSTED_LOCK:
         questions = judge_all(exercise, observations, inputs)
+    code = {q.name for q in exercise.questions if q.kind == "code"}
+    points = {q.name: q.points for q in exercise.questions}
+    for q in questions:
+        q["score"] = _clamp(q.get("score"), points.get(q.get("name"), 0))
+        if ran.tampered and q.get("name") in code:
+            q["score"] = 0.0
+            q["message"] = ("not graded: while this answer was being checked, your code tried something the "
+                            "grader does not allow (" + "; ".join(ran.tampered[:3]) + ")")
+            q["status"] = "tampered"
     if ran.observations is None:
         for q in questions:
             q["message"] = "not graded: " + ("; ".join(ran.notes) or "the notebook could not be run")
-    elif ran.tampered and any(q.kind == "code" for q in exercise.questions):
-        note = "your notebook replaced " + ", ".join(ran.tampered) + "; the originals were put back before checking"
-        ran.notes.append(note)
-    return {
+    notes = sub.warnings + ran.notes
+    if ran.survivors:
+        notes.append(f"{ran.survivors} process(es) of the sandbox survived being killed")
+    problem = None
+    if ran.observations is None or ran.failures:
+        problem = "not graded: " + ("; ".join(ran.failures or ran.notes) or "the notebook could not be run")
+    part = {
         "notebook": path.name, "exercise": sub.exercise, "title": exercise.title,
-        "score": round(sum(q["score"] for q in questions), 2), "max_score": exercise.max_score,
+        "score": _clamp(sum(q["score"] for q in questions), exercise.max_score), "max_score": exercise.max_score,
         "questions": questions,
-        "sandbox": {"seconds": round(ran.seconds, 2), "notes": ran.notes, "cell_errors": ran.cell_errors,
-                    "tampered": ran.tampered},
+        "sandbox": {"seconds": round(ran.seconds, 2), "notes": notes, "cell_errors": ran.cell_errors,
+                    "tampered": ran.tampered, "isolation": ran.isolation},
     }
+    if problem:
+        part["problem"] = problem
+    return part
 
 
-def grade_student(student: str, notebooks: list[Path], out: Path, options: Options) -> dict[str, Any]:
-    """Grade a student's notebooks and write report.json and Gradescope's results.json."""
+def grade_student(student: str, notebooks: list[Path], out: Path, options: Options,
+                  problems: list[str] | None = None, key: bytes | None = None) -> dict[str, Any]:
+    """Grade a student's notebooks (one per exercise; others reported) and write the signed
+    report.json and Gradescope's results.json."""
     started = time.monotonic()
-    parts = [grade_notebook(p, student, options) for p in notebooks]
-    report = {
-        "student": student, "tracekit": __version__, "graded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "score": round(sum(p["score"] for p in parts), 2), "max_score": sum(p["max_score"] for p in parts),
-        "exercises": parts, "seconds": round(time.monotonic() - started, 2),
-    }
-    folder = out / student
-    write_atomic(folder / REPORT, json.dumps(report, indent=2))
-    write_atomic(folder / RESULTS, json.dumps(gradescope(report), indent=2))  # written last: marks "done"
+    parts: list[dict[str, Any]] = []
+    graded: dict[str, str] = {}
+    extra = list(problems or [])
+    for path in sorted(notebooks):
+        try:
+            exercise_id = read(path, student, options.max_notebook_mb << 20).exercise
+        except SubmissionError:
+            exercise_id = None
+        if exercise_id is not None and exercise_id in graded:
+            extra.append(f"{path.name}: another notebook for {exercise_id} ({graded[exercise_id]}) was graded; "
+                         "one notebook per exercise counts")
+            continue
+        part = grade_notebook(path, student, options)
+        if part.get("exercise"):
+            graded[part["exercise"]] = path.name
+        parts.append(part)
+    report = make_report(student, parts, extra, time.monotonic() - started)
+    write_report(out, report, key if key is not None else _key(out, create=True))
     return report
+
+
+def make_report(student: str, parts: list[dict[str, Any]], problems: list[str], seconds: float,
+                complete: bool = True) -> dict[str, Any]:
+    """A student's report, with scores clamped to what the exercise definitions allow."""
+    ids = [p.get("exercise") for p in parts if p.get("exercise") in IDS]
+    most = sum(get(e).max_score for e in ids)
+    problems = problems + [f"{p['notebook']}: {p['problem']}" for p in parts if p.get("problem")]
+    return {
+        "student": student, "folder": folder_for(student), "tracekit": __version__,
+        "graded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "isolation": isolation.detect().describe(), "complete": complete,
+        "score": _clamp(sum(p["score"] for p in parts if p.get("exercise") in IDS), most), "max_score": most,
+        "exercises": parts, "problems": problems, "seconds": round(seconds, 2),
+    }
+
+
+def write_report(out: Path, report: dict[str, Any], key: bytes) -> None:
+    """Sign and write report.json, then results.json (written last: marks "done")."""
+    report["signature"] = _signature(key, report)
+    folder = out / report["folder"]
+    write_atomic(folder / REPORT, json.dumps(report, indent=2))
+    write_atomic(folder / RESULTS, json.dumps(gradescope(report), indent=2))
 
 
 def gradescope(report: dict[str, Any]) -> dict[str, Any]:
     """The report in Gradescope's results.json format."""
     tests = []
-    lines = []
+    lines = [] if report.get("isolation", "").startswith("isolation: full") else [report.get("isolation", "")]
+    lines += [str(p) for p in report.get("problems", [])]
     for part in report["exercises"]:
-        if part.get("problem"):
-            lines.append(f"{part['notebook']}: {part['problem']}")
         for note in part.get("sandbox", {}).get("notes", []):
             lines.append(f"{part['notebook']}: {note}")
         for q in part["questions"]:
             tests.append({
-                "name": f"{part['exercise']} {q['name']}: {q['prompt']}", "score": q["score"],
+                "name": f"{part['exercise']} {q['name']}: {q.get('prompt', '')}", "score": q["score"],
                 "max_score": q["max_score"], "output": q["message"], "visibility": "visible",
                 "status": "passed" if q["score"] == q["max_score"] else "failed",
             })
     return {"score": report["score"], "max_score": report["max_score"], "tests": tests,
-            "output": "\n".join(lines) or "graded by tracekit", "visibility": "visible",
+            "output": "\n".join(line for line in lines if line) or "graded by tracekit", "visibility": "visible",
             "execution_time": report["seconds"]}
 
 
@@ -137,49 +292,81 @@ def grade_all(submissions: Path, out: Path, options: Options,
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     if not submissions.is_dir():
         raise FileNotFoundError(f"no such folder: {submissions}")
-    by_student: dict[str, list[Path]] = {}
-    for student, path in discover(submissions):
-        by_student.setdefault(student, []).append(path)
-    mine = {s: ps for s, ps in by_student.items() if in_shard(s, options.shard)}
-    todo = {s: ps for s, ps in mine.items() if not (out / s / RESULTS).exists()}
-    say(f"{len(by_student)} students found; shard {options.shard[0]}/{options.shard[1]}: {len(mine)}; "
+    iso = check_isolation(options)
+    say(iso.describe())
+    found = discover_all(submissions)
+    mine = sorted(s for s in found.notebooks if in_shard(s, options.shard))
+    out.mkdir(parents=True, exist_ok=True)
+    key = _key(out, create=True)
+    todo = []
+    for s in mine:
+        done = load_report(out, folder_for(s), key)
+        if done is not None and done.get("complete") and done.get("student") == s:
+            write_atomic(out / done["folder"] / RESULTS, json.dumps(gradescope(done), indent=2))  # re-derived
+        else:
+            todo.append(s)
+    say(f"{len(found.notebooks)} students found; shard {options.shard[0]}/{options.shard[1]}: {len(mine)}; "
         f"already graded: {len(mine) - len(todo)}; to grade: {len(todo)}")
     hide = tuple(str(p) for p in (submissions.resolve(), out.resolve(), *map(Path, options.hide)))
-    opts = Options(options.timeout, options.memory_mb, options.jobs, options.shard, hide + _solutions_folders())
+    opts = Options(**{**options.__dict__, "hide": hide})
     reports = []
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        futures = {pool.submit(grade_student, s, ps, out, opts): s for s, ps in sorted(todo.items())}
-        for done, future in enumerate(as_completed(futures), 1):
+        futures = {pool.submit(grade_student, s, found.notebooks[s], out, opts, found.problems.get(s), key): s
+                   for s in todo}
+        for done_count, future in enumerate(as_completed(futures), 1):
             student = futures[future]
             try:
                 report = future.result()
             except Exception as err:  # noqa: BLE001 - one broken submission never stops the batch
-                say(f"[{done}/{len(todo)}] {student}: grading failed ({type(err).__name__}: {err}); rerun to retry")
+                why = f"grading failed ({type(err).__name__}: {str(err)[:300]}); rerun to retry"
+                report = make_report(student, [], [why, *found.problems.get(student, [])], 0.0, complete=False)
+                with contextlib.suppress(OSError):
+                    write_report(out, report, key)
+                say(f"[{done_count}/{len(todo)}] {student}: {why}")
+                reports.append(report)
                 continue
             reports.append(report)
             score = f"{report['score']:g}/{report['max_score']}"
-            say(f"[{done}/{len(todo)}] {student}: {score} ({report['seconds']:.1f} s)")
-    write_atomic(out / "grades.csv", grades_csv([out]))
+            say(f"[{done_count}/{len(todo)}] {student}: {score} ({report['seconds']:.1f} s)")
+    write_atomic(out / CSV_NAME, grades_csv([out]))
+    if not iso.full:
+        say(iso.describe())
     return reports
 
 
-def _solutions_folders() -> tuple[str, ...]:
-    """The reference solutions next to a source checkout of tracekit: hidden from the sandbox."""
-    folder = Path(__file__).resolve().parents[2] / "solutions"
-    return (str(folder),) if folder.is_dir() else ()
+def _cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet will not run as a formula."""
+    if isinstance(value, (int, float)):
+        return value
+    text = str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r", "|") else text
 
 
 def grades_csv(result_dirs: list[Path]) -> str:
-    """One row per student found in the result folders (merge shards by listing their folders)."""
+    """One row per student found in the result folders (merge shards by listing their folders);
+    only reports this grader signed count, with scores clamped to the exercises' points."""
     rows = []
     for root in result_dirs:
-        for report_path in sorted(root.glob(f"*/{REPORT}")):
-            report = json.loads(report_path.read_text())
-            problems = [p.get("problem") for p in report["exercises"] if p.get("problem")]
-            rows.append([report["student"], " ".join(str(p["exercise"]) for p in report["exercises"]),
-                         report["score"], report["max_score"], "; ".join(problems)])
+        key = _key(root, create=False)
+        try:
+            folders = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+        for folder in folders:
+            report = load_report(root, folder, key)
+            if report is None:
+                if (root / folder / REPORT).exists() or (root / folder / RESULTS).exists():
+                    rows.append([f"{folder}", "", 0, 0, "its report is not one this grader signed: regrade it", ""])
+                continue
+            parts = [p for p in report.get("exercises", []) if isinstance(p, dict)]
+            ids = [str(p.get("exercise")) for p in parts if p.get("exercise") in IDS]
+            most = sum(get(e).max_score for e in ids)
+            problems = [str(p) for p in report.get("problems", [])]
+            iso = str(report.get("isolation", ""))
+            rows.append([str(report.get("student")), " ".join(ids), _clamp(report.get("score"), most), most,
+                         "; ".join(problems), "full" if iso.startswith("isolation: full") else iso])
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(["student", "exercises", "score", "max_score", "problems"])
-    writer.writerows(sorted(rows))
+    writer.writerow(["student", "exercises", "score", "max_score", "problems", "isolation"])
+    writer.writerows([_cell(c) for c in row] for row in sorted(rows, key=lambda r: str(r[0])))
     return buf.getvalue()

@@ -1,11 +1,23 @@
-"""Run one submission's code cells in a limited subprocess kernel and collect the
-epilogue's observations: the only data that leaves the sandbox."""
+"""Run one submission in sandboxes and bring back only raw observations.
+
+Two sandboxes per notebook, each a fresh `tracekit.grading.runner` process isolated by
+`isolation` (own uid, namespaces, cgroup, tmpfs):
+
+1. `run`: all code cells in order (a cell that kills the sandbox or never ends is skipped and
+   the notebook run again without it), then the data questions' probes read the answers;
+2. `probe`: a fresh interpreter that loads only the answer definitions and probes the code
+   questions (a probe that kills the sandbox costs that question only).
+
+Nothing is read from a sandbox but lines on its stdout pipe (size-capped); the cgroup and
+the PID namespace are killed as a whole after each run.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -17,174 +29,297 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nbformat
-from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import AsyncKernelManager
-from nbclient import NotebookClient
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from . import isolation
 
-from . import harness
-
-KERNEL_NAME = "tracekit-sandbox"
+MAX_OUTPUT_BYTES = 16 << 20  # what a sandbox may send back, in total
+MAX_LINE_BYTES = 8 << 20
 
 
 @dataclass
 class SandboxResult:
-    """What came back from the sandbox, plus what happened to it."""
+    """What came back from the sandboxes, plus what happened to them."""
 
     observations: dict[str, dict] | None = None
     tampered: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # cells skipped, timeouts, crashes
+    notes: list[str] = field(default_factory=list)  # cells skipped, timeouts, crashes, limits
     cell_errors: list[str] = field(default_factory=list)  # errors raised by the student's cells
     seconds: float = 0.0
+    isolation: str = ""
+    survivors: int = 0  # processes left after a sandbox was killed (should always be 0)
+    failures: list[str] = field(default_factory=list)  # why some answers could not be read at all
+
+
+@dataclass
+class _Outcome:
+    lines: list[dict]
+    exit: str | None  # why it ended, when it did not end by itself
+    oom: bool = False
+    survivors: int = 0
 
 
 def can_isolate() -> bool:
-    """True where folders can be hidden from the kernel (root with mount namespaces)."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
+    """True where a sandbox gets its own namespaces (bubblewrap works here)."""
+    return isolation.detect().namespaces
+
+
+def _live(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
         return False
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"], capture_output=True, check=False)
-    return done.returncode == 0
 
 
-def _kernel_spec(folder: Path, memory_mb: int, hide: list[str], isolate: bool) -> KernelSpecManager:
-    argv = [sys.executable, "-m", "tracekit.grading.kernel", "--memory-mb", str(memory_mb)]
-    for path in hide:
-        argv += ["--hide", path]
-    argv += ["-f", "{connection_file}"]
-    if isolate:
-        argv = ["unshare", "--mount", "--propagation", "private", "--", *argv]
-    spec_dir = folder / "kernels" / KERNEL_NAME
-    spec_dir.mkdir(parents=True)
-    home = folder / "home"
-    home.mkdir()
-    env = {"HOME": str(home), "IPYTHONDIR": str(home / ".ipython"), "MPLCONFIGDIR": str(home / ".mpl"),
-           "TRACEKIT_SANDBOX_NS": "1" if isolate else "0", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"}
-    (spec_dir / "kernel.json").write_text(json.dumps(
-        {"argv": argv, "display_name": "tracekit sandbox", "language": "python", "env": env}))
-    return KernelSpecManager(kernel_dirs=[str(folder / "kernels")])
+def uid_processes(uid: int) -> list[int]:
+    """Live processes owned by this uid."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid and _live(entry):
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def _sweep_uid(uid: int) -> int:
+    """SIGKILL every live process of this sandbox's uid (root only); how many are left after."""
+    if os.geteuid() != 0:
+        return 0
+    for _ in range(50):
+        left = uid_processes(uid)
+        if not left:
+            return 0
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    return len(uid_processes(uid))
+
+
+def _launch(job: dict, wall: float, *, memory_mb: int, max_pids: int, tmpfs_mb: int, hide: list[str],
+            nonce: str | None, cell_timeout: float) -> _Outcome:
+    """Start one sandbox, feed it the job, collect its lines, kill it and everything in it."""
+    iso = isolation.detect()
+    uid = isolation.next_uid()
+    group = None
+    if iso.cgroup:
+        group = isolation.Cgroup.create(f"tracekit-{os.getpid()}-{uid}-{secrets.token_hex(4)}",
+                                        (memory_mb + 64) << 20, max_pids)
+    scratch = None
+    if iso.namespaces:
+        job = {**job, "workdir": "/tmp/work"}
+        home = "/tmp/home"
+    else:
+        scratch = Path(tempfile.mkdtemp(prefix="tracekit-sandbox-"))
+        (scratch / "home").mkdir()
+        (scratch / "work").mkdir()
+        if os.geteuid() == 0:
+            for p in (scratch, scratch / "home", scratch / "work"):
+                os.chown(p, uid, uid)
+        job = {**job, "workdir": str(scratch / "work")}
+        home = str(scratch / "home")
+    job = {**job, "memory_mb": memory_mb, "max_pids": max_pids, "cell_timeout": cell_timeout}
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{home}/.mpl",
+           "IPYTHONDIR": f"{home}/.ipython", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "TMPDIR": "/tmp" if iso.namespaces else home}
+    package_parent = str(Path(isolation.tracekit.__file__).resolve().parent.parent)  # the grader's own tracekit
+    command = [sys.executable, "-I", "-c",
+               f"import sys; sys.path.insert(0, {package_parent!r}); from tracekit.grading.runner import main; main()"]
+    stage = isolation.new_stage() if iso.namespaces else None
+    argv = isolation.launcher(command, iso, group, hide, tmpfs_mb << 20, uid, stage)
+    lines: list[dict] = []
+    tail = bytearray()
+    exit_reason: list[str] = []
+    progress = [time.monotonic()]
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, start_new_session=True, close_fds=True)
+    except OSError as err:
+        _cleanup(group, scratch, uid)
+        isolation.remove_stage(stage)
+        return _Outcome([], f"the sandbox could not start ({err})")
+
+    def feed() -> None:
+        with contextlib.suppress(OSError):
+            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.close()
+
+    def read_out() -> None:
+        total = 0
+        prefix = (nonce + " ").encode() if nonce else b""
+        for raw in iter(lambda: proc.stdout.readline(MAX_LINE_BYTES), b""):
+            total += len(raw)
+            if total > MAX_OUTPUT_BYTES:
+                exit_reason.append("it sent more than the grader reads")
+                _kill(proc)
+                break
+            if not raw.startswith(prefix):
+                continue
+            try:
+                item = json.loads(raw[len(prefix):])
+            except ValueError:
+                continue
+            if isinstance(item, dict):
+                lines.append(item)
+                progress[0] = time.monotonic()
+
+    def read_err() -> None:
+        for chunk in iter(lambda: proc.stderr.read(65536), b""):
+            tail.extend(chunk)
+            del tail[:-4096]
+
+    threads = [threading.Thread(target=t, daemon=True) for t in (feed, read_out, read_err)]
+    for t in threads:
+        t.start()
+    started = time.monotonic()
+    while proc.poll() is None:
+        now = time.monotonic()
+        if now - started > wall:
+            exit_reason.append("the time limit ran out")
+            break
+        if now - progress[0] > cell_timeout + 15:  # the sandbox's own timer did not interrupt it
+            exit_reason.append(f"it ran longer than {cell_timeout:.0f} s")
+            break
+        time.sleep(0.05)
+    _kill(proc)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+    for t in threads[1:]:
+        t.join(timeout=5)
+    oom = bool(group and group.oom_killed())
+    survivors = _cleanup(group, scratch, uid)
+    isolation.remove_stage(stage)
+    why = exit_reason[0] if exit_reason else None
+    if why is None and proc.returncode not in (0, None):
+        last = bytes(tail).decode(errors="replace").strip().splitlines()[-1:]
+        code = proc.returncode
+        why = "the sandbox was killed" + (f" by signal {-code}" if code < 0 else f" (exit {code})")
+        if oom:
+            why += ": it used more than its memory limit"
+        elif last:
+            why += f" ({last[0][:200]})"
+    return _Outcome(lines, why, oom, survivors)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(OSError):
+        proc.kill()  # bwrap's outer process: --die-with-parent takes the PID namespace's init with it
+
+
+def _cleanup(group: isolation.Cgroup | None, scratch: Path | None, uid: int) -> int:
+    survivors = 0
+    if group is not None:
+        if not group.kill_all():
+            survivors = len(group.pids())
+        group.remove()
+    survivors = max(survivors, _sweep_uid(uid))
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return survivors
 
 
 def run(
     code_cells: list[str],
     exercise_id: str,
     inputs: dict[str, Any],
-    nonce: str,
+    nonce: str | None = None,
     timeout: float = 120,
     memory_mb: int = 4096,
     hide: list[str] | None = None,
     cell_timeout: float | None = None,
+    max_pids: int = 128,
+    tmpfs_mb: int = 256,
 ) -> SandboxResult:
-    """Execute the cells (a kernel per attempt), skipping any cell that kills the kernel or
-    never finishes, then the epilogue; return its observations."""
+    """Run the cells, then probe the code answers in a fresh sandbox; observations for every
+    question that could be read (the nonce argument is kept for callers; a fresh one is used)."""
+    from ..exercises import get
+
     started = time.monotonic()
-    result = SandboxResult()
+    result = SandboxResult(isolation=isolation.detect().describe())
+    exercise = get(exercise_id)
+    limits = {"memory_mb": memory_mb, "max_pids": max_pids, "tmpfs_mb": tmpfs_mb, "hide": list(hide or []),
+              "cell_timeout": cell_timeout or min(60.0, timeout / 2)}
+    observations: dict[str, dict] = {}
+    # 1. every cell, then the data answers
+    data_names = {q.name for q in exercise.questions if q.kind == "data"}
     skipped: set[int] = set()
-    isolate = can_isolate()
-    for _attempt in range(4):
+    data_obs = None
+    for _attempt in range(4 if data_names else 0):  # no data question: nothing to run the cells for
         left = timeout - (time.monotonic() - started)
         if left <= 5:
             result.notes.append(f"stopped: the {timeout:.0f} s time limit for this submission ran out")
+            result.failures.append(f"the {timeout:.0f} s time limit ran out")
             break
-        cells = [(i, src) for i, src in enumerate(code_cells) if i not in skipped]
-        outcome = _attempt_run(cells, exercise_id, inputs, nonce, left, memory_mb, hide or [], isolate,
-                               cell_timeout or min(60.0, timeout / 2))
-        result.cell_errors = outcome["errors"]
-        if outcome["observations"] is not None:
-            result.observations = outcome["observations"]
-            result.tampered = outcome["tampered"]
+        cells = [[i, src] for i, src in enumerate(code_cells) if i not in skipped]
+        out = _launch({"mode": "run", "exercise": exercise_id, "cells": cells, "inputs": inputs}, left,
+                      nonce=None, **limits)
+        result.survivors += out.survivors
+        errors = [x["error"] for x in out.lines if isinstance(x.get("error"), list) and len(x["error"]) == 3]
+        result.cell_errors = [f"cell {e[0] + 1}: {e[1]}: {e[2]}"[:300] for e in errors]
+        found = next((x["observations"] for x in out.lines if isinstance(x.get("observations"), dict)), None)
+        if found is not None:
+            data_obs = found
             break
-        bad = outcome["bad_cell"]
-        if bad is None or bad in skipped:
-            result.notes.append(outcome["why"])
+        started_cells = [x["cell"] for x in out.lines if isinstance(x.get("cell"), int)]
+        bad = started_cells[-1] if started_cells else None
+        why = out.exit or "the notebook stopped before its answers could be read"
+        if bad is None or bad in skipped or bad not in range(len(code_cells)):
+            result.notes.append(why)
+            if data_names:
+                result.failures.append(f"the notebook could not be run to its end: {why}")
             break
         skipped.add(bad)
-        result.notes.append(f"cell {bad + 1} was skipped: {outcome['why']}")
+        result.notes.append(f"cell {bad + 1} was skipped: {why}")
+    if data_obs is not None:
+        observations.update({k: v for k, v in data_obs.items() if k in data_names})
+    # 2. the code answers, in a fresh interpreter that loads only their definitions
+    todo = [q.name for q in exercise.questions if q.kind == "code"]
+    cells = [[i, src] for i, src in enumerate(code_cells)]
+    dropped = ""
+    for _attempt in range(len(todo)):
+        if not todo:
+            break
+        left = timeout - (time.monotonic() - started)
+        if left <= 5:
+            result.notes.append(f"stopped: the {timeout:.0f} s time limit ran out before checking "
+                                + ", ".join(todo))
+            result.failures.append(f"the time limit ran out before checking {', '.join(todo)}")
+            break
+        nonce_now = secrets.token_hex(16)
+        out = _launch({"mode": "probe", "exercise": exercise_id, "cells": cells, "inputs": inputs,
+                       "questions": todo, "nonce": nonce_now}, left, nonce=nonce_now, **limits)
+        result.survivors += out.survivors
+        for line in out.lines:
+            if isinstance(line.get("tampered"), str) and line["tampered"] not in result.tampered:
+                result.tampered.append(line["tampered"])
+            if isinstance(line.get("dropped"), list) and line["dropped"]:
+                dropped = ", ".join(map(str, line["dropped"][:10]))
+            if isinstance(line.get("failed"), list):
+                result.notes += [f"loading failed: {f}" for f in line["failed"][:10] if isinstance(f, str)]
+            name = line.get("question")
+            if name in todo and isinstance(line.get("observation"), dict):
+                observations[name] = line["observation"]
+                todo.remove(name)
+        if not todo:
+            break
+        probing = [x["probing"] for x in out.lines if x.get("probing") in todo]
+        why = out.exit or "the checker stopped"
+        if probing:
+            observations[probing[-1]] = {"error": f"the sandbox stopped while checking this answer: {why}",
+                                         "raised": True}
+            result.failures.append(f"{probing[-1]}: the sandbox stopped while checking it ({why})")
+            todo.remove(probing[-1])
+        else:
+            result.notes.append(f"the code answers could not be checked: {why}")
+            result.failures.append(f"the code answers could not be checked: {why}")
+            break
+    if dropped and any("NameError" in str(observations.get(q.name, {}).get("error", ""))
+                       for q in exercise.questions if q.kind == "code"):
+        result.notes.append("code answers are checked in a fresh interpreter that loads only definitions "
+                            "(import, def, class, literal values): a name your answer uses was defined by a "
+                            f"statement that runs code ({dropped}); define it with def / class / a literal")
+    result.observations = observations if (data_obs is not None or not data_names) or observations else None
     result.seconds = time.monotonic() - started
     return result
-
-
-def _attempt_run(cells: list[tuple[int, str]], exercise_id: str, inputs: dict, nonce: str, wall: float,
-                 memory_mb: int, hide: list[str], isolate: bool, cell_timeout: float) -> dict:
-    folder = Path(tempfile.mkdtemp(prefix="tracekit-sandbox-"))
-    try:
-        ksm = _kernel_spec(folder, memory_mb, hide, isolate)
-        work = folder / "work"
-        work.mkdir()
-        book = nbformat.v4.new_notebook()
-        book.cells = [nbformat.v4.new_code_cell(harness.preamble())]
-        book.cells += [nbformat.v4.new_code_cell(src) for _, src in cells]
-        book.cells.append(nbformat.v4.new_code_cell(harness.epilogue(exercise_id, inputs, nonce)))
-        km = AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=ksm)  # async: timeouts can fire
-        current = {"index": None}
-
-        def on_start(cell: Any = None, cell_index: int | None = None, **_: Any) -> None:
-            current["index"] = cell_index
-
-        client = NotebookClient(book, km=km, timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
-                                startup_timeout=120, resources={"metadata": {"path": str(work)}},
-                                on_cell_start=on_start, record_timing=False)
-        expired = threading.Event()
-
-        def watchdog() -> None:
-            expired.set()
-            _kill(km)
-
-        timer = threading.Timer(wall, watchdog)
-        timer.start()
-        why = None
-        log = (folder / "kernel.log").open("wb")
-        try:
-            client.execute(stdout=subprocess.DEVNULL, stderr=log)
-        except (DeadKernelError, CellTimeoutError, RuntimeError) as err:
-            why = "the kernel died" if not expired.is_set() else "the time limit ran out"
-            if isinstance(err, CellTimeoutError):
-                why = f"it ran longer than {cell_timeout:.0f} s"
-        finally:
-            log.close()
-            timer.cancel()
-            _kill(km)  # nbclient shuts the kernel down; make sure nothing is left running
-        errors = [f"cell {i + 1}: {out.get('ename')}: {out.get('evalue', '')}"[:300]
-                  for (i, _), cell in zip(cells, book.cells[1:-1]) for out in cell.get("outputs", [])
-                  if out.get("output_type") == "error"]
-        observations, tampered = _read_epilogue(book.cells[-1], nonce)
-        broken = [o for o in book.cells[0].get("outputs", []) if o.get("output_type") == "error"]
-        if broken:  # the grader's own set-up failed: never grade with weaker checks
-            raise RuntimeError(f"sandbox preamble failed: {broken[0].get('ename')}: {broken[0].get('evalue')}")
-        bad = None
-        if observations is None and current["index"] is not None and 1 <= current["index"] <= len(cells):
-            bad = cells[current["index"] - 1][0]
-        if observations is None and why is None:
-            why = "the checks could not read the answers (the epilogue printed no result)"
-        if observations is None and why == "the kernel died":
-            tail = (folder / "kernel.log").read_text(errors="replace").strip().splitlines()[-1:]
-            why += f" ({tail[0][:200]})" if tail else ""
-        return {"observations": observations, "tampered": tampered, "errors": errors, "bad_cell": bad,
-                "why": why or ""}
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _kill(km: AsyncKernelManager) -> None:
-    """SIGKILL the kernel process if it is still running."""
-    process = getattr(km.provisioner, "process", None) if km.provisioner else None
-    if process is not None and process.poll() is None:
-        with contextlib.suppress(OSError):
-            process.send_signal(signal.SIGKILL)
-
-
-def _read_epilogue(cell: Any, nonce: str) -> tuple[dict | None, list[str]]:
-    """The observations from the epilogue cell's own stdout, on the line that starts with the nonce."""
-    for out in cell.get("outputs", []):
-        if out.get("output_type") != "stream" or out.get("name") != "stdout":
-            continue
-        for line in out.get("text", "").splitlines():
-            if line.startswith(nonce + " "):
-                try:
-                    data = json.loads(line[len(nonce) + 1:])
-                except ValueError:
-                    return None, []
-                obs = data.get("observations")
-                if isinstance(obs, dict):
-                    return obs, [str(t) for t in data.get("tampered", [])]
-    return None, []
