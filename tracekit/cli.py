@@ -32,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--timeout", type=float, default=120, help="wall seconds per notebook (default 120)")
     grade.add_argument("--memory", type=int, default=4096, help="memory limit per notebook in MB (default 4096)")
     grade.add_argument("--shard", default="1/1", help="grade only part i of n, e.g. 2/5 (default 1/1)")
+    grade.add_argument("--strict", action="store_true",
+                       help="refuse to grade unless every sandbox gets namespaces and a cgroup")
+    grade.add_argument("--unsafe", action="store_true",
+                       help="as a non-root user without user namespaces, grade anyway (no isolation)")
     check = sub.add_parser("check", help="grade one notebook the way the instructor will, and print the result",
                            description="Run the grading pipeline (sandboxed kernel, fresh inputs) on one notebook.")
     check.add_argument("notebook")
@@ -102,8 +106,15 @@ def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     submissions = Path(args.submissions)
     if not submissions.is_dir():
         parser.error(f"no such folder: {submissions}")
-    options = Options(timeout=args.timeout, memory_mb=args.memory, jobs=args.jobs, shard=shard)
-    reports = grade_all(submissions, Path(args.out), options)
+    options = Options(timeout=args.timeout, memory_mb=args.memory, jobs=args.jobs, shard=shard,
+                      strict=args.strict, unsafe=args.unsafe)
+    from .errors import TracekitError
+
+    try:
+        reports = grade_all(submissions, Path(args.out), options)
+    except TracekitError as err:
+        print(f"tracekit grade: {err}", file=sys.stderr)
+        return 2
     print(f"graded {len(reports)} students; results in {args.out}, class CSV in {Path(args.out) / 'grades.csv'}")
     return 0
 
