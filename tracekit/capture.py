@@ -21,6 +21,8 @@ from torch.overrides import TorchFunctionMode
 from . import keeper, rules
 from .errors import NestedCaptureError, NoHistoryError, NotATensorError
 from .model import Mutation, Node, Residual, Role, Storage, Trace
+from .predict import annotate_without_data
+from .progress import Progress
 from .saved import attributes, is_custom_function, saved_slots
 from .storage import has_data, storage_key, storage_nbytes, visible_nbytes, weak_storage
 
@@ -158,14 +160,16 @@ class capture:
         self._mode = None
         _active.capture = None
 
-    def trace(self, *outputs: torch.Tensor) -> Trace:
-        """The trace of the graph behind `outputs`, with forward order and source lines."""
-        return build_trace(outputs, self.sources, _caller_names(), self.mutations)
+    def trace(self, *outputs: torch.Tensor, progress: bool | None = None) -> Trace:
+        """The trace of the graph behind `outputs`, with forward order and source lines
+        (`progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
+        return build_trace(outputs, self.sources, _caller_names(), self.mutations, progress)
 
 
-def trace(*outputs: torch.Tensor) -> Trace:
-    """The trace of any tensor's autograd graph (graph walk only: no source lines)."""
-    return build_trace(outputs, None, _caller_names())
+def trace(*outputs: torch.Tensor, progress: bool | None = None) -> Trace:
+    """The trace of any tensor's autograd graph (graph walk only: no source lines;
+    `progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
+    return build_trace(outputs, None, _caller_names(), progress=progress)
 
 
 def _caller_names() -> dict[tuple[str, int], tuple[str, bool]]:
@@ -240,10 +244,11 @@ def build_trace(
     sources: dict[int, tuple[str, str]] | None,
     names: dict[tuple[str, int], tuple[str, bool]],
     mutations: list[Mutation] | None = None,
+    progress: bool | None = None,
 ) -> Trace:
     """Walk the graph once and turn what autograd holds into a Trace."""
     with gc_paused():
-        return _build(outputs, sources, names, mutations)
+        return _build(outputs, sources, names, mutations, progress)
 
 
 @contextlib.contextmanager
@@ -263,6 +268,7 @@ def _build(
     sources: dict[int, tuple[str, str]] | None,
     names: dict[tuple[str, int], tuple[str, bool]],
     mutations: list[Mutation] | None,
+    progress: bool | None = None,
 ) -> Trace:
     roots = _check_outputs(outputs)
     everything = _walk(roots)
@@ -289,7 +295,9 @@ def _build(
     # leaves that get gradients (parameters): a residual in their storage is theirs (e.g. W.t())
     parameter_keys = {storage_key(n.variable): leaf_label(n) for n in everything if _is_leaf_node(n)}
     leaf_role_of = {key: leaf_roles[label] for key, label in parameter_keys.items()}
+    bar = Progress(len(graph_nodes), "tracing nodes", progress)
     for i, gnode in enumerate(graph_nodes):
+        bar.update(i)
         seq = gnode._sequence_nr()
         where, call = (sources or {}).get(seq, (None, None))
         inputs = tuple(
@@ -347,6 +355,8 @@ def _build(
     trace = Trace(nodes, list(storages.values()), tuple(outputs), graph_nodes, leaves, sources is not None)
     trace.mutations = list(mutations or [])
     trace.leaf_roles = leaf_roles
+    bar.close()
+    annotate_without_data(trace, outputs)
     return trace
 
 

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import graphviz
     import torch
 
+    from .predict import Prediction
     from .render.table import Table
 
 
@@ -110,6 +111,7 @@ class Node:
     residuals: list[Residual] = field(default_factory=list, repr=False)
     attributes: dict[str, Any] = field(default_factory=dict, repr=False)
     described: bool = True  # whether rules.py explains this node
+    note: str | None = None  # e.g. where a meta trace ran another kernel than a real device would
 
 
 @dataclass(eq=False)
@@ -163,6 +165,7 @@ class Trace:
         self.retained: bool | None = None  # after backward: whether the graph was kept
         self.error: str | None = None  # PyTorch's message if the observed backward raised
         self.mutations: list[Mutation] = []  # in-place calls seen under capture
+        self.without_data: str | None = None  # "meta" or "fake": shapes and bytes only, no values
         self._outputs = outputs
         self._graph_nodes = graph_nodes
 
@@ -206,7 +209,9 @@ class Trace:
         `on_step(step)` is called as each reverse rule is about to run (after the previous
         step's releases and frees were recorded)."""
         from .observe import observe_backward
+        from .predict import refuse_without_data
 
+        refuse_without_data(self)
         observe_backward(self, gradient, retain_graph, create_graph, on_step)
         return self
 
@@ -241,7 +246,13 @@ class Trace:
             f"{len(self.nodes)} forward ops, {len(self.residuals)} residuals in "
             f"{len(self.storages)} storages: pinned {format_bytes(self.saved_bytes)}, "
             f"visible {format_bytes(self.visible_bytes)}"
-        )
+        ) + (f" ({self.without_data} tensors: predicted from shapes, no values)" if self.without_data else "")
+
+    def predict_backward(self, retain_graph: bool = False) -> Prediction:
+        """The reverse order and free points predicted from the graph's structure (no backward run)."""
+        from .predict import predict_backward
+
+        return predict_backward(self, retain_graph)
 
     def __repr__(self) -> str:
         return self.text()

@@ -77,6 +77,13 @@ def trace_text(trace: Trace) -> str:
         for n in trace.nodes
     ]
     out.append(_aligned(("node", "op", "backward", "source", "inputs"), fwd, "  "))
+    notes: dict[str, list[str]] = {}
+    for n in trace.nodes:
+        if n.note:
+            notes.setdefault(n.note, []).append(f"#{n.index}")
+    if notes:
+        out.append("notes")
+        out += [f"  {', '.join(where)}: {note}" for note, where in notes.items()]
     out.append("residuals")
     if trace.residuals:
         out.append(_aligned(COLUMNS, [residual_row(r) for r in trace.residuals], "  "))
@@ -99,5 +106,6 @@ def trace_text(trace: Trace) -> str:
         if trace.error:
             out.append(f"  backward raised: {trace.error}")
     else:
-        out.append("reverse: not run yet (call .backward() to observe it)")
+        out.append(f"reverse: not observable ({trace.without_data} tensors): call .predict_backward()"
+                   if trace.without_data else "reverse: not run yet (call .backward() to observe it)")
     return "\n".join(out)

@@ -1,0 +1,221 @@
+"""Predictions from a trace's structure, for graphs whose backward cannot be observed
+(meta or fake tensors: shapes, no values) or has not been run yet.
+
+- `predict_backward(trace)`: the reverse order autograd's engine takes (a node runs once every
+  consumer has sent its gradient; among ready nodes the one created last runs first), the
+  step after which each residual is released (when its own rule has run), and the step
+  after which each storage is freed (when the last rule reading it has run, unless a
+  parameter, an output or a named variable still holds it). Every figure is marked predicted.
+- `annotate_without_data(trace)`: where the meta backend runs another kernel than a real
+  device would, a note next to the node says so (see DIVERGENCES).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import NotObservableError
+from .model import Node, Residual, Storage, Trace
+from .render.table import Table
+from .storage import format_bytes, has_data
+
+PREDICTED = "predicted"
+
+SDPA_NOTE = (
+    "meta ran scaled_dot_product_attention's math path (bmm, _safe_softmax: the attention "
+    "matrix is saved); a real device may pick a fused kernel instead (cpu: flash attention when "
+    "there is no dropout; cuda: flash or memory-efficient), which saves query, key, value, output "
+    "and logsumexp. To predict the device's choice, trace under FakeTensorMode on that device."
+)
+RNN_NOTE = (
+    "meta ran this recurrent layer step by step (one cell per time step); on cpu PyTorch runs "
+    "oneDNN's fused layer (MkldnnRnnLayerBackward0, with a workspace), on cuda cuDNN's. To "
+    "predict the device's choice, trace under FakeTensorMode on that device."
+)
+RNN_WORKSPACE_NOTE = (
+    "fake tensors cannot size oneDNN's RNN workspace: it shows 0 bytes here, the real one is larger."
+)
+_RNN_CALLS = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """A place where a trace without data differs from the real device's trace."""
+
+    backend: str  # "meta" or "fake"
+    matches: Callable[[Node], bool]
+    note: str
+
+
+DIVERGENCES: list[Divergence] = [
+    Divergence("meta", lambda n: n.name == "SafeSoftmaxBackward0" or n.call == "scaled_dot_product_attention",
+               SDPA_NOTE),
+    Divergence("meta", lambda n: n.call in _RNN_CALLS, RNN_NOTE),
+    Divergence("fake", lambda n: n.name == "MkldnnRnnLayerBackward0" and any(r.nbytes == 0 for r in n.residuals),
+               RNN_WORKSPACE_NOTE),
+]
+
+
+def backend_of(t: torch.Tensor) -> str | None:
+    """'meta' or 'fake' for a tensor without data, None for a real one."""
+    if has_data(t):
+        return None
+    return "meta" if t.device.type == "meta" else "fake"
+
+
+def annotate_without_data(trace: Trace, outputs: tuple[torch.Tensor, ...]) -> None:
+    """Mark a trace of meta / fake tensors as such, and note its nodes that a real device runs differently."""
+    backend = next((b for b in map(backend_of, outputs) if b is not None), None)
+    trace.without_data = backend
+    if backend is None:
+        return
+    for node in trace.nodes:
+        for divergence in DIVERGENCES:
+            if divergence.backend == backend and divergence.matches(node):
+                node.note = divergence.note
+                break
+
+
+def refuse_without_data(trace: Trace) -> None:
+    """Raise NotObservableError for a trace of meta / fake tensors: there is nothing to observe."""
+    if trace.without_data:
+        raise NotObservableError(
+            f"this trace holds {trace.without_data} tensors: they have shapes but no values and no "
+            "memory, so backward cannot be observed (no free point or byte would be real). Use "
+            "trace.predict_backward() for the free points predicted from the graph's structure, "
+            "or build a smaller model on a real device and trace that."
+        )
+
+
+@dataclass(eq=False)
+class PredictedStep:
+    """One reverse rule in the predicted order, with what it releases and frees."""
+
+    index: int
+    node: Node
+    released: list[Residual] = field(default_factory=list)
+    freed: list[Storage] = field(default_factory=list)
+
+
+def reverse_order(trace: Trace) -> list[Node]:
+    """The order autograd's engine runs the trace's rules in, from the graph alone: a rule is
+    ready once every rule that feeds it a gradient has run; among ready rules the one whose
+    forward op ran last goes first (the engine's priority by sequence number, one device)."""
+    nodes = trace.nodes
+    waiting = [0] * len(nodes)
+    for node in nodes:
+        for i in node.inputs:
+            if isinstance(i, int):
+                waiting[i] += 1
+    position = {g: i for i, g in enumerate(trace._graph_nodes)}
+    roots = [position[t.grad_fn] for t in trace._outputs if t.grad_fn in position]
+    for r in roots:
+        waiting[r] += 1  # the engine's graph root feeds each output
+    ready: list[int] = []
+    for r in roots:
+        waiting[r] -= 1
+        if waiting[r] == 0:
+            heapq.heappush(ready, -r)
+    order: list[Node] = []
+    while ready:
+        node = nodes[-heapq.heappop(ready)]
+        order.append(node)
+        for i in node.inputs:
+            if isinstance(i, int):
+                waiting[i] -= 1
+                if waiting[i] == 0:
+                    heapq.heappush(ready, -i)
+    return order
+
+
+def _holder(storage: Storage) -> str | None:
+    """What keeps a storage alive after backward, from what the trace knows (None: nothing)."""
+    name = storage.names[0] if storage.names else None
+    if storage.is_parameter:
+        return f"parameter {name}" if name else "a parameter or input leaf"
+    if storage.is_output:
+        return f"output {name}" if name else "the traced output"
+    if name:
+        return f"user variable {name}"
+    return None
+
+
+class Prediction:
+    """Predicted reverse steps and free points (nothing run): `steps`, `released_at`, `freed_at`, `held_by`."""
+
+    def __init__(self, trace: Trace, steps: list[PredictedStep], retained: bool) -> None:
+        self.trace = trace
+        self.steps = steps
+        self.retained = retained
+        self.released_at: dict[Residual, int] = {r: s.index for s in steps for r in s.released}
+        self.freed_at: dict[Storage, int] = {st: s.index for s in steps for st in s.freed}
+
+    def held_by(self, storage: Storage) -> str | None:
+        """What still holds this storage after backward (predicted), or None if it is freed."""
+        if self.retained:
+            return "the retained graph (retain_graph=True)"
+        return None if storage in self.freed_at else (_holder(storage) or "something outside the graph")
+
+    def free_point(self, r: Residual) -> str:
+        """The predicted lifetime in words, e.g. `released after step 3; freed after step 5 (predicted)`."""
+        if r.held_in.startswith("recomputed"):
+            return "not kept: recomputed in backward"
+        parts = []
+        if r in self.released_at:
+            parts.append(f"released after step {self.released_at[r]}")
+        if r.storage is not None:
+            if r.storage in self.freed_at:
+                parts.append(f"freed after step {self.freed_at[r.storage]}")
+            else:
+                parts.append(f"held by {self.held_by(r.storage)}")
+        return "; ".join(parts) + f" ({PREDICTED})" if parts else f"kept by the retained graph ({PREDICTED})"
+
+    def table(self) -> Table:
+        """Every residual with its predicted free point."""
+        rows = [(r.label, "?" if r.shape is None else str(tuple(r.shape)), format_bytes(r.pinned_nbytes or 0),
+                 self.free_point(r)) for r in self.trace.residuals]
+        return Table(("residual", "shape", "pinned", "free point (predicted)"), rows)
+
+    def steps_table(self) -> Table:
+        """The predicted reverse order: each step, what it releases and which storages it frees."""
+        rows = [(f"step {s.index}", f"#{s.node.index} {s.node.name}",
+                 ", ".join(r.slot for r in s.released) or "-",
+                 ", ".join(format_bytes(st.nbytes) for st in s.freed) or "-") for s in self.steps]
+        return Table(("step", "rule", "releases", "frees"), rows)
+
+    def text(self) -> str:
+        """The predicted reverse order and free points as plain text."""
+        return (f"reverse ({PREDICTED} from the graph's structure, not observed)\n{self.steps_table()}\n"
+                f"free points ({PREDICTED})\n{self.table()}")
+
+    __repr__ = text
+
+    def _repr_html_(self) -> str:
+        return (f"<p>reverse ({PREDICTED} from the graph's structure, not observed)</p>"
+                f"{self.steps_table()._repr_html_()}<p>free points ({PREDICTED})</p>{self.table()._repr_html_()}")
+
+
+def predict_backward(trace: Trace, retain_graph: bool = False) -> Prediction:
+    """The reverse order, release step of each residual and free step of each storage, from structure."""
+    order = reverse_order(trace)
+    steps = [PredictedStep(i, node) for i, node in enumerate(order)]
+    if retain_graph:
+        return Prediction(trace, steps, True)
+    step_of = {node: s for node, s in zip(order, steps)}
+    last: dict[Storage, PredictedStep] = {}
+    for s in steps:
+        s.released = [r for r in s.node.residuals if r.status == "live" and not r.held_in.startswith("recomputed")]
+        for r in s.released:
+            if r.storage is not None:
+                last[r.storage] = s
+    for storage in trace.storages:
+        if _holder(storage) is not None or storage not in last:
+            continue
+        if any(r.status != "live" or r.node not in step_of for r in storage.residuals):
+            continue
+        last[storage].freed.append(storage)
+    return Prediction(trace, steps, False)
