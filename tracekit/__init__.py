@@ -1,13 +1,15 @@
 """tracekit: see which forward values reverse-mode autodiff keeps, and for how long."""
 
-from . import scenarios
+from . import formula, scenarios, transformer  # issue 15: the paper's formula, GPT / Llama blocks
 from .capture import build_trace, capture, trace
+from .diff import TraceDiff, checkpoint_cache, diff
 from .errors import NestedCaptureError, NoHistoryError, NotATensorError, NotObservableError, TracekitError
 from .exercises import check
 from .lab import SigmoidLab, lab
 from .memory import DeviceUnavailableError, Measurement, measure
 from .memory_budget import Budget, budget
 from .model import Mutation, Node, Residual, Step, Storage, Trace
+from .predict import Prediction
 from .results import Comparison, ScenarioResult, compare
 from .rules import RULES
 from .storage import format_bytes
@@ -41,5 +43,11 @@ __all__ = [
     "measure",
     "scenarios",
     "trace",
+    "diff",  # issue 15
+    "TraceDiff",
+    "checkpoint_cache",
+    "Prediction",
+    "formula",
+    "transformer",
 ]
 __version__ = "0.1.0"
