@@ -169,8 +169,10 @@ class Budget:
     _HEADER = ("category", "start", "at the peak", "end", "own peak")
 
     def _head(self) -> list[str]:
+        where = self.peak_moment[len("peak, "):] if self.peak_moment.startswith("peak, ") else \
+            f"at '{self.peak_moment}'"
         return [
-            f"training-step budget on {self.device}: peak {format_bytes(self.peak)} at '{self.peak_moment}' "
+            f"training-step budget on {self.device}: peak {format_bytes(self.peak)}, {where} "
             f"(measured; {self.source})",
             f"naive sum of each category's own peak: {format_bytes(self.naive_sum)} "
             f"({self.naive_sum / max(self.peak, 1):.2f}× the real peak)",
@@ -848,7 +850,7 @@ def budget(
     else:
         k = max(i for i, mo in enumerate(moments) if mo.position < peak_at)
         before = moments[k]
-        peak_moment = Moment(f"peak ({_phase(before.label, moments[k + 1].label)})",
+        peak_moment = Moment(f"peak, {_phase(before.label, moments[k + 1].label)}",
                              {c: series[c][peak_at] for c in ALLOCATED}, live[peak_at], peak_at)
         peak_moment.bytes["allocator reserve"] = reserve[peak_at]
         timeline.insert(timeline.index(before) + 1, peak_moment)
