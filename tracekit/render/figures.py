@@ -135,8 +135,8 @@ def budget_figure(budget: Any) -> Any:
     ax.axvline(peak.position, color="red", ls="--", lw=1)
     ax.plot([peak.position], [budget.peak / scale], "o", color="red", ms=5, zorder=5)
     where = "left" if peak.position < 0.6 * max(xs[-1], 1) else "right"
-    where = peak.label[len("peak, "):] if peak.label.startswith("peak, ") else f"at {peak.label}"
-    ax.annotate(f"peak {budget.peak / scale:.2f} {unit}, {where}", (peak.position, budget.peak / scale),
+    phase = peak.label[len("peak, "):] if peak.label.startswith("peak, ") else f"at {peak.label}"
+    ax.annotate(f"peak {budget.peak / scale:.2f} {unit}, {phase}", (peak.position, budget.peak / scale),
                 color="red", fontsize=8, textcoords="offset points", xytext=(8 if where == "left" else -8, 8),
                 ha=where, bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
     ax.axhline(budget.naive_sum / scale, color="gray", ls=":", lw=1)
