@@ -2,9 +2,13 @@
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
+
+from tracekit.grading.grader import parse_shard
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,3 +51,102 @@ def test_z2jh_memory_covers_the_measured_need():
     assert size_mib(memory["limit"]) >= size_mib(memory["guarantee"])
     hook = config["singleuser"]["lifecycleHooks"]["postStart"]["exec"]["command"]
     assert hook[0] == "gitpuller"
+
+
+# ---- Kubernetes: the grading Job (deploy/grading-job.yaml) ----
+
+def grading_manifests() -> dict:
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "grading-job.yaml").read_text()))
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def test_grading_job_validates_against_the_kubernetes_schema():
+    """Every object against the OpenAPI-derived JSON schemas that kubernetes-validate ships (strict:
+    unknown fields are errors). Those schemas check structure and types, not enums or cross-field
+    rules, so the rules the API server would enforce on top are asserted by hand below."""
+    import kubernetes_validate
+
+    docs = grading_manifests()
+    assert set(docs) == {("PersistentVolumeClaim", "tracekit-grading"), ("Job", "tracekit-grade"),
+                         ("Job", "tracekit-grades")}
+    for version in ("1.33.0", "1.37.0"):
+        for doc in docs.values():
+            kubernetes_validate.validate(doc, version, strict=True)
+    broken = grading_manifests()[("Job", "tracekit-grade")]
+    broken["spec"]["template"]["spec"]["containers"][0]["securityContxt"] = {}  # the validator can fail
+    with pytest.raises(kubernetes_validate.ValidationError, match="securityContxt"):
+        kubernetes_validate.validate(broken, "1.37.0", strict=True)
+    for doc in docs.values():
+        if doc["kind"] != "Job":
+            continue
+        pod = doc["spec"]["template"]["spec"]
+        assert pod["restartPolicy"] in ("Never", "OnFailure") and pod["automountServiceAccountToken"] is False
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            if "SYS_ADMIN" in context.get("capabilities", {}).get("add", []):
+                # the API server refuses allowPrivilegeEscalation: false together with CAP_SYS_ADMIN
+                assert context.get("allowPrivilegeEscalation", True) is not False
+            if context.get("procMount") == "Unmasked":
+                assert pod.get("hostUsers") is False  # the API server allows Unmasked only in a user namespace
+
+
+def test_grading_job_shards_the_class_and_the_merge_reads_every_shard(tmp_path):
+    """Run the pods' shell commands with a stand-in `tracekit` that prints its arguments: pod i of n
+    grades shard i/n into the folder mounted for it, and the merge globs every shard's folder."""
+    docs = grading_manifests()
+    job = docs[("Job", "tracekit-grade")]
+    spec, pod = job["spec"], job["spec"]["template"]["spec"]
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"]
+    n = spec["completions"]
+    container = pod["containers"][0]
+    assert container["command"] == ["/bin/sh", "-c"]
+    fake = tmp_path / "bin" / "tracekit"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\necho "$@"\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{fake.parent}:/usr/bin:/bin"}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    shards = set()
+    for index in range(n):
+        done = subprocess.run(["/bin/sh", "-c", container["args"][0]], env={**env, "JOB_COMPLETION_INDEX": str(index)},
+                              capture_output=True, text=True, check=True)
+        args = done.stdout.split()
+        assert args[:2] == ["grade", "/data/submissions"]
+        assert args[args.index("--shard") + 1] == f"{index + 1}/{n}"
+        shards.add(args[args.index("--shard") + 1])
+        out = args[args.index("--out") + 1]
+        assert mounts[out]["subPathExpr"] == "results/index-$(SHARD_INDEX)"
+        assert parse_shard(args[args.index("--shard") + 1]) == (index + 1, n)
+    assert len(shards) == n
+    index_env = next(e for e in container["env"] if e["name"] == "SHARD_INDEX")
+    assert "job-completion-index" in index_env["valueFrom"]["fieldRef"]["fieldPath"]
+    assert mounts["/data/submissions"]["readOnly"] is True
+    # the merge Job sees results/ (where results/index-N live) and globs them all
+    merge = docs[("Job", "tracekit-grades")]["spec"]["template"]["spec"]["containers"][0]
+    results = tmp_path / "data" / "results"
+    for index in range(n):
+        (results / f"index-{index}").mkdir(parents=True)
+    command = merge["args"][0].replace("/data/results", str(results))
+    done = subprocess.run(["/bin/sh", "-c", command], env=env, capture_output=True, text=True, check=True)
+    args = done.stdout.split()
+    assert args[0] == "grades" and args[1:1 + n] == [str(results / f"index-{i}") for i in range(n)]
+    assert {m["mountPath"]: m["subPath"] for m in merge["volumeMounts"]} == {"/data/results": "results"}
+    assert docs[("Job", "tracekit-grades")]["spec"]["suspend"] is True
+
+
+def test_grading_job_memory_covers_the_measured_need():
+    """requests cover the grader and one measured kernel per --jobs slot; limits cover the grader and
+    --memory per slot (what one sandboxed kernel may use), so a memory bomb hits its own limit first."""
+    measured = json.loads((ROOT / "deploy" / "grading-memory.json").read_text())
+    assert measured["measured_with"].startswith("python tools/measure_grading.py")
+    job = grading_manifests()[("Job", "tracekit-grade")]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"][0].split()
+    jobs, memory = int(args[args.index("--jobs") + 1]), int(args[args.index("--memory") + 1])
+    base = measured["grader_and_one_kernel_pss_mib"]
+    slot = measured["extra_pss_mib_per_jobs_slot"]
+    assert 100 < base < 4096 and 0 < slot < 4096
+    resources = container["resources"]
+    assert size_mib(resources["requests"]["memory"]) >= base + (jobs - 1) * slot
+    assert size_mib(resources["limits"]["memory"]) >= (base - slot) + jobs * memory  # the grader + jobs × --memory
+    assert float(resources["requests"]["cpu"]) >= jobs

@@ -49,6 +49,16 @@ def main(argv: list[str] | None = None) -> int:
                             description="Write one CSV row per student found in the RESULTS folders.")
     grades.add_argument("results", nargs="+")
     grades.add_argument("--out", default="-", help="CSV path (default: standard output)")
+    autograder = sub.add_parser(
+        "autograder", help="write a Gradescope autograder zip (setup.sh, run_autograder, the tracekit wheel)",
+        description="Write a zip that follows Gradescope's autograder specification: setup.sh installs the pinned "
+        "CPU torch and this tracekit (its wheel is inside), run_autograder grades /autograder/submission/ offline "
+        "into /autograder/results/results.json. Run from a source checkout.",
+    )
+    autograder.add_argument("--out", required=True, help="the zip to write, e.g. autograder.zip")
+    autograder.add_argument("--exercises", help="the exercises this assignment grades, e.g. ex01,ex03 (default: all)")
+    autograder.add_argument("--timeout", type=float, default=120, help="wall seconds per notebook (default 120)")
+    autograder.add_argument("--memory", type=int, default=4096, help="memory limit per notebook in MB (default 4096)")
     lab = sub.add_parser("lab", help="open JupyterLab on the lessons (first lesson first)",
                          description="Start JupyterLab on the notebooks/ folder of this checkout (or DIR), "
                          "opening the first lesson. Extra arguments go to JupyterLab.")
@@ -70,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         return _release(args.out)
     if args.command == "grades":
         return _grades(args.results, args.out)
+    if args.command == "autograder":
+        return _autograder(args, parser)
     return _demo(args.x, args.w, args.b, args.out)
 
 
@@ -175,6 +187,27 @@ def _grades(results: list[str], out: str) -> int:
     else:
         write_atomic(Path(out), text)
         print(f"wrote {out}")
+    return 0
+
+
+def _autograder(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from pathlib import Path
+
+    from .errors import TracekitError
+    from .grading.autograder import BundleOptions, build, parse_exercises
+
+    try:
+        exercises = parse_exercises(args.exercises)
+    except ValueError as err:
+        parser.error(str(err))
+    if args.timeout <= 0 or args.memory < 256:
+        parser.error("--timeout must be > 0 and --memory ≥ 256")
+    try:
+        out = build(Path(args.out), BundleOptions(exercises, timeout=args.timeout, memory_mb=args.memory))
+    except TracekitError as err:
+        print(f"tracekit autograder: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} (exercises {', '.join(exercises)}): upload it as the assignment's autograder on Gradescope")
     return 0
 
 
