@@ -124,6 +124,14 @@ def budget_figure(budget: Any) -> Any:
         else:
             phases.setdefault(m.position, []).append(m.label)
             ax.axvline(m.position, color="gray", lw=0.8, zorder=0)
+    names = {"after zero_grad": "zero_grad", "after forward": "forward", "after backward": "backward",
+             "after optimizer step": "optimizer.step()"}
+    marks = sorted((p, label) for p, labels in phases.items() for label in labels)
+    above = ax.get_xaxis_transform()  # x in data, y in axes fractions: just above the plot
+    for (a, _), (b, label) in zip(marks, marks[1:]):  # name each phase over its stretch of the stream
+        name = next((v for k, v in names.items() if label.endswith(k)), None)
+        if name and b - a >= 0.04 * max(len(xs) - 1, 1):
+            ax.text((a + b) / 2, 1.01, name, transform=above, ha="center", va="bottom", fontsize=7, color="dimgray")
     ticks: list[tuple[int, list[str]]] = []
     for pos, labels in sorted(phases.items()):  # phases closer than 3% of the width share one tick
         if ticks and pos - ticks[-1][0] < 0.03 * max(len(xs) - 1, 1):
@@ -146,7 +154,7 @@ def budget_figure(budget: Any) -> Any:
     ax.set_xlim(0, max(xs[-1], 1))
     ax.set_ylabel(f"{unit} on {budget.device}")
     ax.set_xlabel("the step's allocations and frees, in order (dotted: each reverse rule)", fontsize=8)
-    ax.set_title(f"one training step on {budget.device}: every byte measured, named by who holds it")
+    ax.set_title(f"one training step on {budget.device}: every byte measured, named by who holds it", pad=16)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
