@@ -377,7 +377,10 @@ def _preview(t: torch.Tensor | None) -> str | None:
     """The values of a small tensor as text (kept as text, so the trace holds no tensor)."""
     if t is None or t.numel() > 4 or t.layout != torch.strided or not has_data(t):
         return None
-    values = t.detach().reshape(-1).tolist()
+    try:
+        values = t.detach().reshape(-1).tolist()
+    except RuntimeError:  # e.g. a real scalar read while a FakeTensorMode is active
+        return None
     text = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in values)
     return text if t.dim() == 0 else f"[{text}]"
 
