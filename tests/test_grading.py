@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tracekit.exercises import IDS
+from tracekit.exercises import IDS, draw_inputs, get
 from tracekit.grading import sandbox
 from tracekit.grading.grader import Options, grade_all, in_shard, parse_shard
 from tracekit.grading.submission import SubmissionError, discover, identify, read
@@ -86,7 +86,8 @@ def batch(tmp_path_factory):
     nested.mkdir(parents=True)
     shutil.copy(SOLUTIONS[2], nested / "my homework.ipynb")  # the exercise comes from the notebook, not the name
     lines = []
-    reports = grade_all(subs, out, Options(timeout=40, memory_mb=3072, jobs=2), progress=lines.append)
+    reports = grade_all(subs, out, Options(timeout=120, memory_mb=3072, jobs=2, cell_timeout=10),
+                        progress=lines.append)
     return {"subs": subs, "out": out, "reports": {r["student"]: r for r in reports}, "lines": lines}
 
 
@@ -122,12 +123,12 @@ def test_broken_cells_do_not_cost_the_real_answers(batch, student):
 
 
 def test_what_happened_is_reported(batch):
-    assert "skipped: the kernel died" in messages(batch, "osexit")
-    assert "skipped: the kernel died" in messages(batch, "segfault")
+    assert "cell 4 was skipped" in messages(batch, "osexit")
+    assert "cell 4 was skipped: the sandbox was killed" in messages(batch, "segfault")
     errors = batch["reports"]["membomb"]["exercises"][0]["sandbox"]["cell_errors"]
     assert any("MemoryError" in e for e in errors)
     errors = batch["reports"]["loop"]["exercises"][0]["sandbox"]["cell_errors"]
-    assert any("KeyboardInterrupt" in e for e in errors)
+    assert any("CellTimeout" in e for e in errors)  # interrupted by the per-cell timer, not skipped
 
 
 def test_printed_fake_results_count_for_nothing(batch):
@@ -135,14 +136,12 @@ def test_printed_fake_results_count_for_nothing(batch):
 
 
 def test_monkeypatching_torch_or_tracekit_earns_nothing(batch):
-    assert score(batch, "patcher") == (0, 5)
-    tampered = batch["reports"]["patcher"]["exercises"][0]["sandbox"]["tampered"]
-    assert {"torch.allclose", "torch.Tensor.__eq__", "tracekit.check", "tracekit.exercises.probe_all"} <= set(tampered)
+    # the patches live in the run phase; the code answers are probed in a fresh interpreter
+    assert score(batch, "patcher") == score(batch, "blank") == (0, 5)
 
 
 def test_always_equal_objects_are_refused(batch):
     assert score(batch, "alwayseq") == (0, 5)
-    assert "expected a number, string, list or dict, got Yes" in messages(batch, "alwayseq")
 
 
 def test_reading_the_graders_files_finds_no_answers(batch):
@@ -184,12 +183,13 @@ def test_result_files_gradescope_format_and_class_csv(batch):
 def test_rerun_skips_what_is_done_and_regrades_what_is_missing(batch):
     out = batch["out"]
     before = (out / "ref_ex01" / "results.json").stat().st_mtime_ns
-    (out / "blank" / "results.json").unlink()  # as if the batch had been interrupted there
+    (out / "blank" / "report.json").unlink()  # as if the batch had been interrupted there
     lines = []
-    reports = grade_all(batch["subs"], out, Options(timeout=40, jobs=2), progress=lines.append)
+    reports = grade_all(batch["subs"], out, Options(timeout=120, jobs=2), progress=lines.append)
     assert [r["student"] for r in reports] == ["blank"]
     assert (out / "ref_ex01" / "results.json").stat().st_mtime_ns == before
-    assert "already graded: " in lines[0]
+    assert lines[0].startswith("isolation: full") or lines[0].startswith("WARNING")
+    assert "already graded: " in lines[1]
 
 
 def test_shards_split_the_class_deterministically():
@@ -219,9 +219,10 @@ def test_hidden_folders_look_empty_inside_the_sandbox(tmp_path):
     secret = tmp_path / "secret"
     secret.mkdir()
     (secret / "answers.txt").write_text("42")
-    cells = ["import os", f"q1_slots = os.listdir({str(secret)!r})", "q2_slot = 'x'"]
-    inputs = {"q1": {}, "q2": {}, "q3": {"x": [0.0]}}
-    ran = sandbox.run(cells, "ex01", inputs, "n0nce", timeout=60, hide=[str(secret)])
+    cells = ["import os", f"q1_slots = os.listdir({str(secret)!r}) if os.path.isdir({str(secret)!r}) else []",
+             "q2_slot = 'x'"]
+    inputs = draw_inputs(get("ex01"), seed=1)
+    ran = sandbox.run(cells, "ex01", inputs, "n0nce", timeout=90, hide=[str(secret)])
     assert ran.observations["q1"] == {"value": []}
     assert (secret / "answers.txt").read_text() == "42"
 

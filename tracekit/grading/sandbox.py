@@ -102,7 +102,18 @@ def _launch(job: dict, wall: float, *, memory_mb: int, max_pids: int, tmpfs_mb: 
             nonce: str | None, cell_timeout: float) -> _Outcome:
     """Start one sandbox, feed it the job, collect its lines, kill it and everything in it."""
     iso = isolation.detect()
-    uid = isolation.next_uid()
+    uid, lease = isolation.lease_uid()
+    try:
+        _sweep_uid(uid)  # whatever a crashed grader may have left with this uid
+        return _launch_as(uid, iso, job, wall, memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb, hide=hide,
+                          nonce=nonce, cell_timeout=cell_timeout)
+    finally:
+        if lease is not None:
+            os.close(lease)
+
+
+def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, memory_mb: int, max_pids: int,
+               tmpfs_mb: int, hide: list[str], nonce: str | None, cell_timeout: float) -> _Outcome:
     group = None
     if iso.cgroup:
         group = isolation.Cgroup.create(f"tracekit-{os.getpid()}-{uid}-{secrets.token_hex(4)}",
@@ -120,7 +131,8 @@ def _launch(job: dict, wall: float, *, memory_mb: int, max_pids: int, tmpfs_mb: 
                 os.chown(p, uid, uid)
         job = {**job, "workdir": str(scratch / "work")}
         home = str(scratch / "home")
-    job = {**job, "memory_mb": memory_mb, "max_pids": max_pids, "cell_timeout": cell_timeout}
+    job = {**job, "memory_mb": memory_mb, "max_pids": max_pids, "cell_timeout": cell_timeout,
+           "own_uid": os.geteuid() == 0}
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{home}/.mpl",
            "IPYTHONDIR": f"{home}/.ipython", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "TMPDIR": "/tmp" if iso.namespaces else home}
@@ -159,7 +171,7 @@ def _launch(job: dict, wall: float, *, memory_mb: int, max_pids: int, tmpfs_mb: 
                 continue
             try:
                 item = json.loads(raw[len(prefix):])
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(item, dict):
                 lines.append(item)
@@ -273,7 +285,7 @@ def run(
         skipped.add(bad)
         result.notes.append(f"cell {bad + 1} was skipped: {why}")
     if data_obs is not None:
-        observations.update({k: v for k, v in data_obs.items() if k in data_names})
+        observations.update({k: v for k, v in data_obs.items() if k in data_names and isinstance(v, dict)})
     # 2. the code answers, in a fresh interpreter that loads only their definitions
     todo = [q.name for q in exercise.questions if q.kind == "code"]
     cells = [[i, src] for i, src in enumerate(code_cells)]
