@@ -179,3 +179,23 @@ def test_batch_errors_name_the_accepted_forms():
     assert str(err.value).endswith(FORMS)
     for form in ("batch=tensor", "batch=(inputs, targets)", "batch=dict", "step=callable"):
         assert form in FORMS
+
+
+def test_reading_the_callers_variables_never_extends_a_lifetime():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step():
+        opt.zero_grad()
+        batch = {"x": torch.randn(16, 32), "y": torch.randn(16, 4)}  # made inside the step
+        loss = F.mse_loss(model(batch["x"]), batch["y"])
+        loss.backward()
+        del batch  # the caller lets go of its inputs before the optimizer step
+        opt.step()
+
+    b = tk.budget(model, opt, step=step)
+    assert_consistent(b)
+    assert b.moment("after backward").bytes["application references"] == BATCH + mse_loss_storage()
+    begins = b.moment("optimizer step begins")
+    assert begins.bytes["application references"] == mse_loss_storage()  # only the loss is left
+    assert begins.live == b.moment("after backward").live - BATCH  # the allocator got the batch back

@@ -364,6 +364,15 @@ def _builtin_step(
 # ---------------------------------------------------------------- recording the step
 
 
+def _forget_containers(frame: Any, scope: dict[str, Any], names: list[str]) -> None:
+    """Python < 3.13 keeps the f_locals snapshot of a running frame: drop the entries that hold
+    tensors (in containers too), so that reading the caller's variables never extends a lifetime."""
+    if sys.version_info >= (3, 13) or not frame.f_code.co_flags & inspect.CO_OPTIMIZED or scope is frame.f_globals:
+        return
+    for name in names:
+        scope.pop(name, None)
+
+
 def _library_frame(frame: Any) -> bool:
     return os.path.normpath(frame.f_code.co_filename).startswith(_LIBRARY_DIRS)
 
@@ -470,9 +479,16 @@ class _Recorder(TorchFunctionMode):
         for f in chain:
             if f is chain[-1] or not _library_frame(f):
                 scope = f.f_locals
-                found.extend(_tensors_in([v for v in scope.values()
-                                          if not isinstance(v, (torch.nn.Module, torch.optim.Optimizer))]))
+                holding = []
+                for name, value in scope.items():
+                    if not isinstance(value, (torch.nn.Module, torch.optim.Optimizer)):
+                        tensors = list(_tensors_in(value))
+                        if tensors:
+                            found.extend(tensors)
+                            holding.append(name)
                 _forget_snapshot(f, scope)
+                _forget_containers(f, scope, holding)
+                del scope
         return found
 
     # -- running the step
