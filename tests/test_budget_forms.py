@@ -199,3 +199,25 @@ def test_reading_the_callers_variables_never_extends_a_lifetime():
     begins = b.moment("optimizer step begins")
     assert begins.bytes["application references"] == mse_loss_storage()  # only the loss is left
     assert begins.live == b.moment("after backward").live - BATCH  # the allocator got the batch back
+
+
+def test_memory_with_no_known_holder_is_shown_unattributed():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step():
+        opt.zero_grad()
+        out = model(X)
+        model.last_output = out.detach()  # a plain attribute: not a parameter, buffer or variable
+        F.mse_loss(out, Y).backward()
+        opt.step()
+
+    b = tk.budget(model, opt, step=step)
+    assert_consistent(b)
+    # the warm-up step's copy is there at the start and freed when this step replaces it (the
+    # measured stream shows the free, so it was live before); the new copy outlives the step
+    for label in ("start", "after zero_grad", "end"):
+        assert b.moment(label).bytes["unattributed"] == OUT, label
+    assert b.moment("end").live == b.moment("start").live
+    # while the step runs, its variable `out` shares that storage: the caller's code holds it
+    assert b.moment("after backward").bytes["unattributed"] == 0
