@@ -231,3 +231,15 @@ def test_trace_progress_argument_writes_to_stderr(capsys):
     assert "tracing nodes [" in capsys.readouterr().err
     tk.trace(y)
     assert capsys.readouterr().err == ""
+
+
+def test_16_bit_layer_norm_statistics_are_wider_on_meta_and_noted():
+    def run(device):
+        with _where(device):
+            x = torch.randn(2, 8, 16, dtype=torch.bfloat16, requires_grad=True)
+            return tk.trace(F.layer_norm(x, (16,)).sum())
+    cpu, meta, fake = run("cpu"), run("meta"), run("fake")
+    assert [r.dtype for r in cpu.residuals] == ["bfloat16"] * 3
+    assert [r.dtype for r in meta.residuals] == ["bfloat16", "float32", "float32"]
+    assert meta.nodes[0].note == tk.predict.LAYER_NORM_NOTE and cpu.nodes[0].note is None
+    assert signature(fake) == signature(cpu) and fake.nodes[0].note is None

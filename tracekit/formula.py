@@ -21,7 +21,7 @@ from .capture import trace as trace_graph
 from .model import Residual, Storage, Trace
 from .render.table import Table
 from .storage import format_bytes, storage_key
-from .transformer import SAVED_BY, GPTBlock
+from .transformer import SAVED_BY, SLOT_OF, GPTBlock
 
 # (term, formula in the paper's units, bytes as a function of s, b, h, a)
 TERMS: list[tuple[str, str, Any]] = [
@@ -57,6 +57,7 @@ class Term:
     formula_bytes: int
     residuals: list[Residual] = field(default_factory=list)
     eager_bytes: int = 0  # distinct storages of those residuals (each storage counted in one term only)
+    shares: list[str] = field(default_factory=list)  # earlier terms whose storage these residuals live in
 
     @property
     def ratio(self) -> float | None:
@@ -98,6 +99,8 @@ class FormulaTable:
         out = []
         for t in self.terms:
             held = ", ".join(f"{r.label} {_shape(r)} {r.dtype}" for r in t.residuals) or "(none)"
+            if t.shares:
+                held += f" (in the storage counted under {', '.join(t.shares)})"
             out.append((t.name, t.expression, format_bytes(t.formula_bytes), held, format_bytes(t.eager_bytes),
                         f"{t.ratio:.2f}×" if t.ratio is not None else "-"))
         for s in self.extra:
@@ -137,20 +140,21 @@ def korthikanti(seq: int = 128, batch: int = 2, hidden: int = 256, heads: int = 
     with torch.device(device):
         block = GPTBlock(hidden, heads, dropout, dtype=dtype)
         x = torch.randn(batch, seq, hidden, dtype=dtype, requires_grad=True)
-    marks: dict[str, tuple[str, torch.Tensor]] = {}
+    marks: dict[str, tuple[Any, ...]] = {}
     y = block(x, marks)
     tr = trace_graph(y)
     parameters = {storage_key(p) for p in block.parameters()}
     node_of = {g: n for g, n in zip(tr._graph_nodes, tr.nodes)}
     by_key = {s.key: s for s in tr.storages}
-    claimed: set[Any] = set()
+    claimed: dict[Any, str] = {}  # storage key -> the term it is counted under
     terms = []
     for name, expression, size in TERMS:
         term = Term(name, expression, size(seq, batch, hidden, heads))
-        kind, tensor = marks.get(name, (None, None))
-        if kind == SAVED_BY:
+        kind, tensor, *slot = marks.get(name, (None, None))
+        if kind in (SAVED_BY, SLOT_OF):
             node = node_of.get(tensor.grad_fn)
-            found = [r for r in node.residuals if r.storage is not None] if node is not None else []
+            found = [r for r in node.residuals if r.storage is not None and (not slot or r.slot == slot[0])
+                     ] if node is not None else []
         elif kind is not None:
             storage = by_key.get(storage_key(tensor))
             found = list(storage.residuals) if storage is not None else []
@@ -159,8 +163,10 @@ def korthikanti(seq: int = 128, batch: int = 2, hidden: int = 256, heads: int = 
         term.residuals = found
         for r in found:
             if r.storage.key not in claimed:
-                claimed.add(r.storage.key)
+                claimed[r.storage.key] = name
                 term.eager_bytes += r.storage.nbytes
+            elif claimed[r.storage.key] != name and claimed[r.storage.key] not in term.shares:
+                term.shares.append(claimed[r.storage.key])
         terms.append(term)
     extra = [s for s in tr.storages if s.key not in claimed and s.key not in parameters]
     marks.clear()

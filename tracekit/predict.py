@@ -39,6 +39,11 @@ RNN_NOTE = (
 RNN_WORKSPACE_NOTE = (
     "fake tensors cannot size oneDNN's RNN workspace: it shows 0 bytes here, the real one is larger."
 )
+LAYER_NORM_NOTE = (
+    "meta keeps layer_norm's mean and rstd in float32 for a 16-bit input; the cpu kernel keeps "
+    "them in the input's dtype (half the bytes). To predict a device's choice, trace under "
+    "FakeTensorMode on that device."
+)
 _RNN_CALLS = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
 
 
@@ -55,9 +60,16 @@ DIVERGENCES: list[Divergence] = [
     Divergence("meta", lambda n: n.name == "SafeSoftmaxBackward0" or n.call == "scaled_dot_product_attention",
                SDPA_NOTE),
     Divergence("meta", lambda n: n.call in _RNN_CALLS, RNN_NOTE),
+    Divergence("meta", lambda n: n.name == "NativeLayerNormBackward0" and _stats_widened(n), LAYER_NORM_NOTE),
     Divergence("fake", lambda n: n.name == "MkldnnRnnLayerBackward0" and any(r.nbytes == 0 for r in n.residuals),
                RNN_WORKSPACE_NOTE),
 ]
+
+
+def _stats_widened(node: Node) -> bool:
+    """A layer_norm whose input is 16-bit but whose saved mean/rstd are float32."""
+    dtypes = {r.slot: r.dtype for r in node.residuals}
+    return dtypes.get("input") in ("bfloat16", "float16") and dtypes.get("result1") == "float32"
 
 
 def backend_of(t: torch.Tensor) -> str | None:

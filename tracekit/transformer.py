@@ -19,7 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-VALUE, SAVED_BY = "value", "saved by"  # a term is a tensor's storage, or what the node making a tensor saved
+# a term is: a tensor's storage (VALUE), what the node that made a tensor saved (SAVED_BY), or
+# one slot the node that made a tensor saved (SLOT_OF, with the slot name)
+VALUE, SAVED_BY, SLOT_OF = "value", "saved by", "slot of"
 
 
 class GPTBlock(nn.Module):
@@ -35,7 +37,7 @@ class GPTBlock(nn.Module):
         self.fc1 = nn.Linear(hidden, 4 * hidden, dtype=dtype)
         self.fc2 = nn.Linear(4 * hidden, hidden, dtype=dtype)
 
-    def forward(self, x: torch.Tensor, marks: dict[str, tuple[str, torch.Tensor]] | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, marks: dict[str, tuple[Any, ...]] | None = None) -> torch.Tensor:
         """x: (batch, sequence, hidden) -> the same shape."""
         b, s, h = x.shape
         a, d = self.heads, h // self.heads
@@ -43,11 +45,13 @@ class GPTBlock(nn.Module):
         ln1 = self.ln1(x)
         q, k, v = self.qkv(ln1).split(h, dim=-1)
         q, k, v = (t.reshape(b, s, a, d).transpose(1, 2).reshape(b * a, s, d) for t in (q, k, v))
-        scores = torch.bmm(q, k.transpose(1, 2)) * (1.0 / math.sqrt(d))
+        qk = torch.bmm(q, k.transpose(1, 2))
+        scores = qk * (1.0 / math.sqrt(d))
         causal = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
         probs = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
         dropped = F.dropout(probs, self.p, self.training)
-        ctx = torch.bmm(dropped, v).reshape(b, a, s, d).transpose(1, 2).reshape(b, s, h)
+        weighted = torch.bmm(dropped, v)
+        ctx = weighted.reshape(b, a, s, d).transpose(1, 2).reshape(b, s, h)
         attn = F.dropout(self.proj(ctx), self.p, self.training)
         h1 = x + attn
         ln2 = self.ln2(h1)
@@ -57,8 +61,9 @@ class GPTBlock(nn.Module):
         if marks is not None:
             marks.update({
                 "LayerNorm 1 input": (VALUE, x), "QKV linear input": (VALUE, ln1),
-                "Q (for QKᵀ)": (VALUE, q), "K (for QKᵀ)": (VALUE, k), "softmax output": (VALUE, probs),
-                "dropout output (for ·V)": (VALUE, dropped), "V": (VALUE, v),
+                "Q (for QKᵀ)": (SLOT_OF, qk, "self"), "K (for QKᵀ)": (SLOT_OF, qk, "mat2"),
+                "softmax output": (VALUE, probs),
+                "dropout output (for ·V)": (SLOT_OF, weighted, "self"), "V": (SLOT_OF, weighted, "mat2"),
                 "projection input": (VALUE, ctx), "LayerNorm 2 input": (VALUE, h1),
                 "MLP fc1 input": (VALUE, ln2), "GeLU input": (VALUE, f1), "MLP fc2 input": (VALUE, g),
             })
