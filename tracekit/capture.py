@@ -355,6 +355,8 @@ def _build(
     trace = Trace(nodes, list(storages.values()), tuple(outputs), graph_nodes, leaves, sources is not None)
     trace.mutations = list(mutations or [])
     trace.leaf_roles = leaf_roles
+    trace.output_names = [names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
+                          for t in outputs]
     bar.close()
     annotate_without_data(trace, outputs)
     return trace

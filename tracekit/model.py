@@ -161,6 +161,7 @@ class Trace:
         self.steps: list[Step] = []
         self.leaves = leaves  # leaf label -> description (role, shape, dtype)
         self.leaf_roles: dict[str, Role] = {}  # leaf label -> its role (set by capture)
+        self.output_names: list[str | None] = []  # the caller's names for the traced outputs
         self.captured = captured
         self.retained: bool | None = None  # after backward: whether the graph was kept
         self.error: str | None = None  # PyTorch's message if the observed backward raised

@@ -8,6 +8,7 @@ collapse repeated blocks, so the drawing fits its place (about 900 px by default
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from collections import Counter
 from html import escape
@@ -42,6 +43,7 @@ STRIP_MAX_SLOTS, STRIP_MAX_ROWS = 32, 12
 _CHAR_PT = 5.6  # average Helvetica glyph width at 10 pt, for the width estimate
 
 
+@functools.lru_cache(maxsize=8192)
 def _q(text: str) -> str:
     """A DOT double-quoted string; newlines become DOT's centred line breaks."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
@@ -59,6 +61,12 @@ def _repeats(ops: list[str], max_period: int = 400) -> tuple[int, int, int] | No
     if len(names) < 2:
         return None
     codes = np.fromiter((names[op] for op in ops), dtype=np.int32, count=n)
+    change = np.flatnonzero(np.diff(codes)) + 1
+    runs = np.diff(np.concatenate(([0], change, [n])))
+    if runs.max() > 0.75 * n:
+        # one op repeated over 3/4 of the trace: a varied block covering 60 % would overlap that run
+        # by more than n/3 >= its period, so one whole period would be that single op
+        return None
     for period in range(2, min(max_period, n // 3) + 1):
         same = np.concatenate(([0], (codes[:-period] == codes[period:]).astype(np.int8), [0]))
         edges = np.flatnonzero(np.diff(same))  # run starts and ends, alternating
@@ -115,14 +123,21 @@ def _outputs(trace: Trace) -> list[tuple[int, str]]:
     """(forward node index, name) of each traced output."""
     position = {g: i for i, g in enumerate(trace._graph_nodes)}
     named = {s.key: s.names[0] for s in trace.storages if s.is_output and s.names}
+    given = list(getattr(trace, "output_names", []))
     out = []
     for k, t in enumerate(trace._outputs):
         i = position.get(t.grad_fn)
         if i is None:
             continue
-        name = named.get(storage_key(t)) if str(t.layout) == "torch.strided" else None
+        name = given[k] if k < len(given) and given[k] else None
+        name = name or (named.get(storage_key(t)) if str(t.layout) == "torch.strided" else None)
         out.append((i, name or ("output" if len(trace._outputs) == 1 else f"output {k}")))
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _leaf_id(label: str) -> str:
+    return "leaf_" + "".join(c if c.isalnum() else f"_{ord(c):x}" for c in label)
 
 
 class _Plan:
@@ -133,17 +148,14 @@ class _Plan:
         self.leaf_role = dict(trace.leaf_roles)
         # leaves: label -> consumer node index (its first forward consumer that is drawn)
         self.leaf_at: dict[str, int] = {}
-        for node in trace.nodes:
-            if node.index not in keep:
-                continue
+        kept = [trace.nodes[i] for i in sorted(keep)]
+        for node in kept:
             for src in node.inputs:
                 if isinstance(src, str):
                     self.leaf_at.setdefault(src, node.index)
         # constants and other leaves known only as residual producers
         self.extra: dict[str, tuple[int, Role, str]] = {}  # id -> (column node, role, label)
-        for node in trace.nodes:
-            if node.index not in keep:
-                continue
+        for node in kept:
             for r in node.residuals:
                 if isinstance(r.producer, str) and r.producer not in self.leaf_at:
                     generic = r.producer in ("constant", "input", "parameter", "input leaf")
@@ -153,8 +165,8 @@ class _Plan:
                         self.extra[key] = (node.index, r.kind, label)
         # a source op (no drawn forward input) takes one leaf on its left: the input, not a parameter
         self.left: set[str] = set()
-        for node in trace.nodes:
-            if node.index not in keep or any(not isinstance(s, str) for s in node.inputs):
+        for node in kept:
+            if any(not isinstance(s, str) for s in node.inputs):
                 continue
             mine = [s for s in node.inputs if isinstance(s, str) and self.leaf_at.get(s) == node.index]
             if mine:
@@ -163,7 +175,7 @@ class _Plan:
 
     def fid(self, i: int | str) -> str:
         if isinstance(i, str):
-            return "leaf_" + "".join(c if c.isalnum() else f"_{ord(c):x}" for c in i)
+            return _leaf_id(i)
         return f"f{i}" if i in self.keep else f"f_{COLLAPSED}"
 
     def rid(self, i: int) -> str:
@@ -185,8 +197,8 @@ class _Plan:
 def _rule_label(trace: Trace, node: Node, step_of: dict[int, int]) -> str:
     step = f"step {step_of[node.index]} · " if node.index in step_of else ""
     rules = sorted({r.rule for r in node.residuals}) or ["reads no residual"]
-    lines = [part for rule in rules for part in textwrap.wrap(rule, 60, subsequent_indent="    ",
-                                                                break_on_hyphens=False) or [rule]]
+    lines = [part for rule in rules for part in (textwrap.wrap(rule, 60, subsequent_indent="    ",
+                                                                 break_on_hyphens=False) if len(rule) > 60 else [rule])]
     return "\n".join([f"{step}{node.name}", *lines])
 
 
@@ -257,6 +269,7 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
         if not observed:
             free = "predicted: " + _predicted(r, holder, step_at, m)
         rows.append(f'<tr><td align="left"><font point-size="9">{escape(what)}</font></td>{"".join(cells)}'
+                    '<td width="4"></td>'
                     f'<td align="left"><font point-size="9"> {escape(free)}</font></td></tr>')
     return "".join(rows)
 
@@ -270,20 +283,19 @@ def _predicted(r: Residual, holder: str | Role, step_at: dict[int, int], m: int)
     return f"released after step {k}; {after}"
 
 
-def _legend(roles: set[Role]) -> str:
-    def swatch(role: Role) -> str:
-        shape, fill, border = ROLE_STYLE[role]
-        size = int(len(role.value) * 5.2 + 12)
-        return (f'<td bgcolor="{fill}" border="1" color="{border}" fixedsize="true" width="{size}" height="14">'
-                f'<font point-size="9">{role.value}</font></td><td width="6" height="14" fixedsize="true"></td>')
+GLYPH = {Role.INPUT: "●", Role.PARAMETER: "■", Role.CONSTANT: "▮", Role.OUTPUT: "◉"}
 
-    cells = "".join(swatch(r) for r in (Role.INPUT, Role.PARAMETER, Role.CONSTANT, Role.OUTPUT) if r in roles)
-    lines = (f'<font point-size="9" color="{FORWARD}">━ forward op (left to right)</font>   '
+
+def _legend(roles: set[Role]) -> str:
+    """Two lines: what the edge colours mean, and the role of each kind of leaf drawn."""
+    edges = (f'<font point-size="9" color="{FORWARD}">━ forward op (left to right)</font>   '
              f'<font point-size="9" color="{REVERSE}">━ reverse rule (runs right to left)</font>   '
              f'<font point-size="9" color="{RESIDUAL}">╍ residual: saved value → the rule that reads it</font>')
-    return (f'<tr><td align="left" colspan="3">{lines}</td></tr>'
-            f'<tr><td align="left" colspan="3"><table border="0" cellspacing="0" cellpadding="1"><tr>{cells}'
-            '<td width="200"></td></tr></table></td></tr>')
+    kinds = "   ".join(f'<font point-size="9" color="{ROLE_STYLE[r][2]}">{GLYPH[r]} {r.value}</font>'
+                       for r in GLYPH if r in roles)
+    kinds += f'   <font point-size="9" color="{FORWARD}">▢ forward op, its output an intermediate</font>'
+    return (f'<tr><td align="left" colspan="3">{edges}</td></tr>'
+            f'<tr><td align="left" colspan="3">{kinds}</td></tr>')
 
 
 def _node_line(node_id: str, **attrs: str) -> str:
@@ -306,6 +318,8 @@ def _plain_lifetimes(trace: Trace, plan: _Plan) -> list[str]:
 
 def _residual_name(r: Residual) -> str:
     producer = r.producer if isinstance(r.producer, str) else f"#{r.producer}" if r.producer is not None else "?"
+    if isinstance(r.producer, int) and r.storage is not None and r.storage.names:
+        producer = r.storage.names[0]  # the caller's name for the value, e.g. y
     pinned = format_bytes(r.pinned_nbytes) if r.storage is not None else "0 B"
     return f"{producer} → #{r.node.index} {r.node.name}.{r.slot} · {format_bytes(r.nbytes)} (pins {pinned})"
 
@@ -417,6 +431,8 @@ def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: boo
     drawn: set[tuple[str, str]] = set()
     between_done: set[str] = set()
     for node in trace.nodes:
+        if node.index not in keep and all(isinstance(s, str) or s not in keep for s in node.inputs):
+            continue  # inside the collapsed box
         for src in node.inputs:
             if isinstance(src, str):
                 if node.index not in keep:
@@ -447,7 +463,7 @@ def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: boo
                 continue
             style = {"color": RESIDUAL, "style": "dashed"}
             if use_label:
-                style.update(label=f"  {r.slot}", fontcolor=RESIDUAL)
+                style.update(label=f"   {r.slot}", fontcolor=RESIDUAL)
             if src == plan.fid(i):
                 column(i, None, style, None)
             elif src in middle_ids and src in rows[str(i)]:
