@@ -377,7 +377,7 @@ def test_probe_interpreter_loads_only_definitions():
 
     cells = [
         "import torch\nfrom torch.utils.checkpoint import checkpoint\nimport math as m\nSTORE = {}\nN = 2 ** 4",
-        "def pack(t, scale=1.0):\n    return t\nhooks = (pack, pack)\nDEV = torch.device('cpu')",
+        "def pack(t, scale=1.0):\n    return t\nhooks = (pack, pack)\nDEV = torch.device('cpu')\nunpack = lambda k: k",
         "class S(torch.autograd.Function):\n    '''doc'''\n    count = 0\n    @staticmethod\n"
         "    def forward(ctx, x):\n        return x\n    @staticmethod\n"
         "    @torch.autograd.function.once_differentiable\n"
@@ -396,5 +396,5 @@ def test_probe_interpreter_loads_only_definitions():
     kept, dropped = definitions([[i, c] for i, c in enumerate(cells)])
     names = [type(m.body[0]).__name__ + ":" + getattr(m.body[0], "name", "") for _, m in kept]
     assert names == ["Import:", "ImportFrom:", "Import:", "Assign:", "Assign:", "FunctionDef:pack", "Assign:",
-                     "Assign:", "ClassDef:S", "Assign:", "Import:", "ClassDef:M"]
+                     "Assign:", "Assign:", "ClassDef:S", "Assign:", "Import:", "ClassDef:M"]
     assert len(dropped) == 14 and "cell 5 line 1" in dropped and "cell 12 line 3" in dropped
