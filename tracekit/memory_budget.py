@@ -30,9 +30,9 @@ How a live allocation gets its category: at every mark (the start, after zero_gr
 forward, before each reverse rule, around the optimizer step, the end) tracekit looks at
 who holds each storage (in the order above, first match wins). Between two marks an
 allocation keeps the category of the first mark at or after which it is seen held (what it
-is or is becoming), else of the last one before; one never seen held is a temporary
-workspace if the step both allocated and freed it, unattributed otherwise. The peak is the
-highest point of the measured stream itself, so its breakdown is that moment's.
+is or is becoming); one not seen held from then on is a temporary workspace if the step both
+allocated and freed it, unattributed otherwise. The peak is the highest point of the
+measured stream itself, so its breakdown is that moment's.
 
 What is fed to the model (`batch`):
 
@@ -605,20 +605,16 @@ class _Recorder(TorchFunctionMode):
 
 
 def _resolve(seen: dict[int, str | None], fallback: str) -> tuple[dict[int, str], str]:
-    """Per mark where an allocation was live: the holder seen then, else the next one seen, else
-    the last one seen, else `fallback`; and the category before its first mark."""
-    marks = list(seen)
-    out: dict[int, str | None] = {}
+    """Per mark where an allocation was live: the holder seen then, else the next one seen (what it
+    is becoming: a gradient before AccumulateGrad takes it), else `fallback`; and the category
+    before its first mark."""
+    resolved: dict[int, str] = {}
     ahead: str | None = None
-    for k in reversed(marks):
+    for k in reversed(list(seen)):
         ahead = seen[k] or ahead
-        out[k] = ahead
-    behind: str | None = None
-    for k in marks:
-        behind = seen[k] or behind
-        out[k] = out[k] or behind
-    resolved = {k: c or fallback for k, c in out.items()}
-    return resolved, resolved[marks[0]] if marks else fallback
+        resolved[k] = ahead or fallback
+    first = min(seen) if seen else None
+    return resolved, resolved[first] if first is not None else fallback
 
 
 def _fill_unreported(stream: AllocationStream, observations: list[dict[int, tuple[str, int]]],
