@@ -225,8 +225,10 @@ def test_hostile_submission_cannot_write_its_own_results(gradescope):
     doc = grade(gradescope, {"ex01.ipynb": book, "ex03.ipynb": BLANKS["ex03"], "broken.ipynb": '{"cells": [',
                              "empty.ipynb": ""})
     assert doc["score"] == 0
-    assert "was skipped: the kernel died" in doc["output"]
-    assert "broken.ipynb" in doc["output"] and "empty.ipynb" in doc["output"]
+    assert "cell 2 was skipped" in doc["output"]  # the cell that killed its sandbox; the others ran
+    assert "broken.ipynb: broken.ipynb is not a valid notebook" in doc["output"]
+    assert "empty.ipynb: empty.ipynb is empty" in doc["output"] and "000.ipynb" not in doc["output"]
+    assert doc["output"].count("broken.ipynb:") == 1
 
 
 @pytest.mark.grading

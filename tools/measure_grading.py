@@ -4,9 +4,10 @@ process tree of `tracekit grade` (the trusted grader plus its sandboxed kernels)
     python tools/measure_grading.py [--jobs 1 2] [--out deploy/grading-memory.json]
 
 The class is the reference solutions, one student each. Wall time depends on what else the
-machine runs (the load average is recorded); CPU seconds per submission (the grader and every
-process it reaped) do not, and divided by the cores a container gets they give the wall time on
-a quiet one. Memory is sampled every 50 ms with psutil over the grader and all its descendants:
+machine runs (the load average is recorded); CPU seconds per submission (summed over the grader
+and every process under it, read every 50 ms) do not: divided by the cores a container gets, they
+give the wall time on a quiet machine. Memory is sampled every 50 ms with psutil over the grader
+and all its descendants:
 the peak of the summed RSS (an upper bound: pages of shared libraries count once per process),
 the peak of the summed PSS (shared pages divided among the processes that map them: what a
 container's memory cgroup comes close to), and the largest single process.
@@ -18,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -52,6 +52,12 @@ def sample_tree(proc: psutil.Popen, peaks: dict, stop: threading.Event) -> None:
         peaks["pss"] = max(peaks.get("pss", 0), pss)
         peaks["largest"] = max(peaks.get("largest", 0), largest)
         peaks["processes"] = max(peaks.get("processes", 0), len(procs))
+        for p in procs:  # CPU seconds: the last reading of each process seen (a sandbox may be killed, not reaped)
+            try:
+                times = p.cpu_times()
+            except psutil.Error:
+                continue
+            peaks.setdefault("cpu", {})[p.pid] = times.user + times.system
         stop.wait(0.05)
 
 
@@ -67,24 +73,23 @@ def measure(jobs: int, solutions: list[Path]) -> dict:
         peaks: dict = {}
         stop = threading.Event()
         started = time.monotonic()
-        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = psutil.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         watcher = threading.Thread(target=sample_tree, args=(proc, peaks, stop), daemon=True)
         watcher.start()
         out, err = proc.communicate()
         wall = time.monotonic() - started
-        cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the grader and every kernel it reaped
-        cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (cpu_before.ru_utime + cpu_before.ru_stime)
+        cpu = sum(peaks.get("cpu", {}).values())
         stop.set()
         watcher.join()
         if proc.returncode != 0:
             raise SystemExit(f"tracekit grade failed:\n{err[-3000:]}")
         reports = [json.loads(p.read_text()) for p in (Path(tmp) / "out").glob("*/report.json")]
     full = sum(1 for r in reports if r["score"] == r["max_score"] > 0)
+    short = sorted(f"{r['student']} {r['score']}/{r['max_score']}" for r in reports if r["score"] != r["max_score"])
     load = os.getloadavg()[0]
     mib = 2**20
     return {
-        "jobs": jobs, "submissions": len(solutions), "full_marks": full, "wall_s": round(wall, 1),
+        "jobs": jobs, "submissions": len(solutions), "full_marks": full, "not_full": short, "wall_s": round(wall, 1),
         "wall_s_per_submission": round(wall / len(solutions), 2),
         "cpu_s_per_submission": round(cpu / len(solutions), 2),
         "peak_tree_rss_mib": round(peaks["rss"] / mib), "peak_tree_pss_mib": round(peaks["pss"] / mib),

@@ -139,7 +139,7 @@ fi
 import torch, tracekit
 assert torch.__version__.split("+")[0] == "@TORCH@", f"torch {torch.__version__} installed, @TORCH@ expected"
 assert tracekit.__version__ == "@VERSION@", tracekit.__version__
-import tracekit.grading.autograder, tracekit.grading.kernel  # noqa: F401 - everything grading needs imports
+import tracekit.grading.autograder, tracekit.grading.grader  # noqa: F401 - everything grading needs imports
 print(f"tracekit {tracekit.__version__} from {tracekit.__file__}; torch {torch.__version__}")
 EOF
 """
@@ -287,16 +287,20 @@ def grade_submission(root: Path, config: dict[str, Any]) -> dict[str, Any]:
                 isolated = str(report.get("isolation", ""))
                 if isolated and not isolated.startswith("isolation: full"):
                     notes.append(isolated)
-                for problem in report.get("problems") or []:
-                    text = str(problem)
-                    for staged, name in shown.items():
-                        text = text.replace(staged, name)
-                    notes.append(text)
+                notes += [_rename(str(problem), shown) for problem in report.get("problems") or []]
         for part in parts:
             part["notebook"] = shown.get(str(part.get("notebook")), str(part.get("notebook")))
             if part.get("problem"):  # the report lists it among its problems too
+                part["problem"] = _rename(str(part["problem"]), shown)
                 notes[:] = [n for n in notes if n != f"{part['notebook']}: {part['problem']}"]
     return results_json(exercises, parts, notes, time.monotonic() - started)
+
+
+def _rename(text: str, shown: dict[str, str]) -> str:
+    """A message about a staged copy (000.ipynb), told with the name the student gave the file."""
+    for staged, name in shown.items():
+        text = text.replace(staged, name)
+    return text
 
 
 def results_json(exercises: list[str], parts: list[dict[str, Any]], notes: list[str],
