@@ -66,6 +66,7 @@ from typing import Any
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import keeper
 from .capture import _forget_snapshot, _is_leaf_node, _walk, gc_paused
@@ -111,6 +112,15 @@ _LIBRARY_DIRS = tuple(
 )
 
 
+META_SOURCE = ("predicted on the meta device, nothing run on data: each storage an op makes counts as "
+               "allocated until the first op or mark that finds it gone; scratch memory inside kernels is not seen")
+
+
+def _device(name: str) -> torch.device:
+    """The device to budget on: cpu or cuda (measured), or meta (predicted without data)."""
+    return torch.device("meta") if torch.device(name).type == "meta" else check_device(name)
+
+
 class BudgetInputError(TracekitError, TypeError):
     """budget() was given a model, batch, loss or step it cannot run."""
 
@@ -143,6 +153,10 @@ class Budget:
     notes: dict[str, str] = field(default_factory=dict, repr=False)  # what each category holds here
 
     @property
+    def _how(self) -> str:
+        return "predicted" if self.device == "meta" else "measured"
+
+    @property
     def naive_sum(self) -> int:
         """Sum of each category's own peak: what adding up separate measurements would claim."""
         return sum(self.own_peaks.get(c, 0) for c in ALLOCATED)
@@ -159,7 +173,7 @@ class Budget:
         start, end = self.timeline[0].bytes, self.timeline[-1].bytes
         rows = [(c, format_bytes(start.get(c, 0)), format_bytes(self.at_peak.get(c, 0)), format_bytes(end.get(c, 0)),
                  format_bytes(self.own_peaks.get(c, 0))) for c in ALLOCATED]
-        rows.append(("total allocated (measured)", format_bytes(self.timeline[0].live), format_bytes(self.peak),
+        rows.append((f"total allocated ({self._how})", format_bytes(self.timeline[0].live), format_bytes(self.peak),
                      format_bytes(self.timeline[-1].live), format_bytes(self.naive_sum)))
         reserve = "allocator reserve"
         rows.append((reserve, format_bytes(start.get(reserve, 0)), format_bytes(self.at_peak.get(reserve, 0)),
@@ -173,7 +187,7 @@ class Budget:
             f"at '{self.peak_moment}'"
         return [
             f"training-step budget on {self.device}: peak {format_bytes(self.peak)}, {where} "
-            f"(measured; {self.source})",
+            f"({self._how}; {self.source})",
             f"naive sum of each category's own peak: {format_bytes(self.naive_sum)} "
             f"({self.naive_sum / max(self.peak, 1):.2f}× the real peak)",
         ]
@@ -364,6 +378,55 @@ def _builtin_step(
 # ---------------------------------------------------------------- recording the step
 
 
+def _key(storage: Any) -> int:
+    """An allocation's identity: its address, or on the meta device (every address 0) its StorageImpl."""
+    return storage._cdata if storage.device.type == "meta" else storage.data_ptr()
+
+
+class _MetaStream(TorchDispatchMode):
+    """On the meta device there is no allocator: every storage an op makes is an allocation, and
+    a storage found gone (polled before each op and at each mark) is a free."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[int, int]] = []
+        self.marks: list[tuple[str, int]] = []
+        self.live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self.result: Measurement | None = None
+
+    def poll(self) -> None:
+        for key, (weak, nbytes) in list(self.live.items()):
+            if weak.expired():
+                del self.live[key]
+                self.events.append((key, -nbytes))
+
+    def watch(self, storages: dict[int, StorageWeakRef], sizes: dict[int, tuple[str, int]]) -> None:
+        """Also report the end of storages made before the measurement (seen at its start)."""
+        for key, weak in storages.items():
+            self.live.setdefault(key, (weak, sizes[key][1]))
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.poll()
+        out = func(*args, **(kwargs or {}))
+        for t in _tensors_in(out):
+            if t.device.type == "meta" and t.layout == torch.strided:
+                storage = t.untyped_storage()
+                key = _key(storage)
+                if key not in self.live and storage.nbytes():
+                    self.live[key] = (StorageWeakRef(storage), storage.nbytes())
+                    self.events.append((key, storage.nbytes()))
+        return out
+
+    def mark(self, label: str) -> None:
+        self.poll()
+        if not self.marks:
+            self.events.clear()  # the region starts at the first mark
+        self.marks.append((label, len(self.events)))
+
+    def stream(self) -> AllocationStream:
+        return AllocationStream("meta", list(self.events), list(self.marks))
+
+
 def _forget_containers(frame: Any, scope: dict[str, Any], names: list[str]) -> None:
     """Python < 3.13 keeps the f_locals snapshot of a running frame: drop the entries that hold
     tensors (in containers too), so that reading the caller's variables never extends a lifetime."""
@@ -391,7 +454,7 @@ class _Recorder(TorchFunctionMode):
         tensors = list(model.parameters()) + [p for g in optimizer.param_groups for p in g["params"]]
         self.params = list({id(p): p for p in tensors}.values())
         self.buffers = list(model.buffers())
-        self.names = {p.untyped_storage().data_ptr(): n for n, p in model.named_parameters()}
+        self.names = {_key(p.untyped_storage()): n for n, p in model.named_parameters()}
         self.held = held
         self.step = step
         self.probe: Any = None
@@ -429,7 +492,7 @@ class _Recorder(TorchFunctionMode):
                 storage = t.untyped_storage()
                 nbytes = storage.nbytes()
                 if nbytes:
-                    ptr = storage.data_ptr()
+                    ptr = _key(storage)
                     out.setdefault(ptr, (category, allocated_bytes(nbytes, dev)))
                     if first and ptr not in self.start_weak:
                         self.start_weak[ptr] = StorageWeakRef(storage)
@@ -542,7 +605,7 @@ class _Recorder(TorchFunctionMode):
                 if s.status == LIVE and t is not None and t.layout == torch.strided and t.device == self.device:
                     storage = t.untyped_storage()
                     if storage.nbytes():
-                        self.saved.append((node, s.slot, storage.data_ptr(),
+                        self.saved.append((node, s.slot, _key(storage),
                                            allocated_bytes(storage.nbytes(), str(self.device))))
 
     @staticmethod
@@ -557,7 +620,7 @@ class _Recorder(TorchFunctionMode):
         name = node.name()
         if _is_leaf_node(node):
             var = node.variable
-            name += f" ({self.names.get(var.untyped_storage().data_ptr(), 'leaf')})"
+            name += f" ({self.names.get(_key(var.untyped_storage()), 'leaf')})"
 
         def hook(grad_outputs: Any) -> None:
             self.rules += 1
@@ -793,10 +856,12 @@ def budget(
     With a batch: `accumulate=k` cuts it into k micro-batches (loss ÷ k, one backward each,
     one optimizer step); `autocast=torch.bfloat16` runs forward and loss under
     `torch.autocast`; `set_to_none` is passed to `zero_grad`, called first. The step runs once
-    to warm up (optimizers create their state lazily) unless `warmup=False`.
+    to warm up (optimizers create their state lazily) unless `warmup=False`. With a model and
+    batch on the meta device (or `device="meta"` and nothing else) nothing runs on data: the
+    same categories are predicted from the storages each op makes, for models that do not fit.
     """
     if model is None and optimizer is None and batch is None and step is None:
-        dev = check_device(device or "cpu")
+        dev = _device(device or "cpu")
         model, optimizer, batch = default_setup(dev)
         loss_fn = loss_fn or torch.nn.functional.cross_entropy
     if not isinstance(model, torch.nn.Module):
@@ -806,7 +871,7 @@ def budget(
         raise BudgetInputError(f"optimizer is a {type(optimizer).__name__}, not a torch.optim.Optimizer: the budget "
                                f"needs it for the optimizer state and the step hooks. {FORMS}")
     where = _model_device(model)
-    dev = check_device(device or (str(where) if where is not None else "cpu"))
+    dev = _device(device or (str(where) if where is not None else "cpu"))
     if where is not None and where.type != dev.type:
         raise BudgetInputError(f"the model is on {where} but device={str(dev)!r}: move the model, or pass "
                                f"device={str(where)!r}.")
@@ -830,12 +895,15 @@ def budget(
     rec = _Recorder(model, optimizer, dev, held, run)
     # the warm-up runs under the probe too: the CPU profiler reports the free of an allocation
     # only if it saw the allocation, and the step frees what the previous step left (gradients)
-    with gc_paused(), measure(dev, allocations=True, collect=False) as probe:
+    meta = dev.type == "meta"
+    with gc_paused(), (_MetaStream() if meta else measure(dev, allocations=True, collect=False)) as probe:
         rec.probe = probe
         if warmup:
             with _quiet_stderr():  # the CPU allocator warns when it frees memory older than the profiler
                 run()
         rec.mark("start")
+        if meta:
+            probe.watch(rec.start_weak, rec.observations[0])
         with rec.watching(model), rec:
             rec.run()
         rec.mark("end")
@@ -844,7 +912,7 @@ def budget(
                                f"torch.autograd.backward / grad). {FORMS}")
     labels = _labels(rec.labels, rec.passes, "micro-batch" if step is None else "pass")
     m = probe.result
-    stream, unreported = m.allocations, 0
+    stream, unreported = (probe.stream() if meta else m.allocations), 0
     if dev.type == "cpu":
         stream, unreported = _fill_unreported(stream, rec.observations, rec.gone)
     live, series, moments = _attribute(stream, rec.observations, labels)
@@ -877,7 +945,9 @@ def budget(
     if dev.type == "cpu":
         notes["allocator reserve"] = "0 on CPU (no caching allocator); on CUDA reserved − allocated"
         notes["unattributed"] += "; on CPU the step's start is the identified bytes (the allocator reports changes)"
-    source = m.source
+    if meta:
+        notes["allocator reserve"] = "none on the meta device (no allocator)"
+    source = META_SOURCE if meta else m.source
     if unreported:
         source += (f"; {unreported} frees of memory allocated before the measurement, which the profiler does "
                    "not report, placed at the first mark that found them gone")

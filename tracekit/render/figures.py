@@ -102,6 +102,7 @@ def budget_figure(budget: Any) -> Any:
     from ..memory_budget import _RULE, ALLOCATED
 
     fig, ax = _figure(10, 4.4)
+    how = "predicted" if budget.device == "meta" else "measured"
     scale, unit = _unit(max(budget.peak, budget.naive_sum))
     xs = list(range(len(budget.live)))
     colors = {"parameters": "#4c72b0", "gradients": "#dd8452", "optimizer state": "#55a868",
@@ -110,7 +111,7 @@ def budget_figure(budget: Any) -> Any:
     polys = ax.stackplot(xs, *[[b / scale for b in budget.series[c]] for c in ALLOCATED], labels=ALLOCATED,
                          colors=[colors[c] for c in ALLOCATED], alpha=0.85, step="post")
     polys[ALLOCATED.index("unattributed")].set_hatch("//")
-    ax.step(xs, [b / scale for b in budget.live], where="post", color="black", lw=1, label="measured allocated")
+    ax.step(xs, [b / scale for b in budget.live], where="post", color="black", lw=1, label=f"{how} allocated")
     reserve = budget.series.get("allocator reserve")
     if reserve and any(reserve):
         ax.step(xs, [(a + r) / scale for a, r in zip(budget.live, reserve)], where="post", color="black", lw=0.8,
@@ -154,7 +155,7 @@ def budget_figure(budget: Any) -> Any:
     ax.set_xlim(0, max(xs[-1], 1))
     ax.set_ylabel(f"{unit} on {budget.device}")
     ax.set_xlabel("the step's allocations and frees, in order (dotted: each reverse rule)", fontsize=8)
-    ax.set_title(f"one training step on {budget.device}: every byte measured, named by who holds it", pad=16)
+    ax.set_title(f"one training step on {budget.device}: every byte {how}, named by who holds it", pad=16)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
