@@ -123,8 +123,8 @@ def test_broken_cells_do_not_cost_the_real_answers(batch, student):
 
 
 def test_what_happened_is_reported(batch):
-    assert "cell 4 was skipped" in messages(batch, "osexit")
-    assert "cell 4 was skipped: the sandbox was killed" in messages(batch, "segfault")
+    assert "cell 2 was skipped" in messages(batch, "osexit")  # the inserted cell is the 2nd code cell
+    assert "cell 2 was skipped: the sandbox was killed" in messages(batch, "segfault")
     errors = batch["reports"]["membomb"]["exercises"][0]["sandbox"]["cell_errors"]
     assert any("MemoryError" in e for e in errors)
     errors = batch["reports"]["loop"]["exercises"][0]["sandbox"]["cell_errors"]

@@ -308,7 +308,13 @@ def grade_all(submissions: Path, out: Path, options: Options,
     for s in mine:
         done = load_report(out, folder_for(s), key)
         if done is not None and done.get("complete") and done.get("student") == s:
-            write_atomic(out / done["folder"] / RESULTS, json.dumps(gradescope(done), indent=2))  # re-derived
+            derived = json.dumps(gradescope(done), indent=2)  # results.json always follows the signed report
+            try:
+                current = read_regular(out / done["folder"] / RESULTS, MAX_REPORT_BYTES).decode("utf-8")
+            except (SubmissionError, UnicodeDecodeError):
+                current = None
+            if current != derived:
+                write_atomic(out / done["folder"] / RESULTS, derived)
         else:
             todo.append(s)
     say(f"{len(found.notebooks)} students found; shard {options.shard[0]}/{options.shard[1]}: {len(mine)}; "

@@ -64,6 +64,9 @@ def run_cells(job: dict, emit: Any) -> None:
     import tracekit.exercises as exercises
 
     exercise = exercises.get(job["exercise"])
+    data = replace(exercise, questions=tuple(q for q in exercise.questions if q.kind == "data"))
+    probe_all = exercises.probe_all  # taken before any student code: a replacement would not be used
+    probes = [(q, q.probe) for q in data.questions]
     shell = InteractiveShell.instance()
     signal.signal(signal.SIGALRM, _on_alarm)
     for index, source in job["cells"]:
@@ -80,9 +83,10 @@ def run_cells(job: dict, emit: Any) -> None:
         if err is not None:
             emit({"error": [index, type(err).__name__, str(err)[:300]]})
     signal.signal(signal.SIGALRM, _on_alarm)
-    data = replace(exercise, questions=tuple(q for q in exercise.questions if q.kind == "data"))
-    signal.setitimer(signal.ITIMER_REAL, float(job.get("cell_timeout", 60)))
-    observations = exercises.probe_all(data, shell.user_ns, job["inputs"])
+    for q, probe in probes:
+        object.__setattr__(q, "probe", probe)
+    signal.setitimer(signal.ITIMER_REAL, float(job.get("probe_timeout", 60)))
+    observations = probe_all(data, shell.user_ns, job["inputs"])
     signal.setitimer(signal.ITIMER_REAL, 0)
     emit({"observations": observations})
 
@@ -437,7 +441,7 @@ def probe_code(job: dict, emit: Any) -> None:
         emit({"probing": q.name})
         fake = replace(exercise, questions=(q,))
         object.__setattr__(q, "probe", probe)  # the probe as loaded before any student code
-        signal_alarm(_signal.ITIMER_REAL, float(job.get("cell_timeout", 60)))
+        signal_alarm(_signal.ITIMER_REAL, float(job.get("probe_timeout", 60)))
         try:
             obs = exercises.probe_all(fake, namespace, job["inputs"])[q.name]
         except BaseException as err:  # noqa: BLE001 - the student's code may raise anything

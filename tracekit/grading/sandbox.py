@@ -131,8 +131,9 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, me
                 os.chown(p, uid, uid)
         job = {**job, "workdir": str(scratch / "work")}
         home = str(scratch / "home")
+    probe_timeout = max(60.0, cell_timeout)  # a probe runs the answer several times, on several inputs
     job = {**job, "memory_mb": memory_mb, "max_pids": max_pids, "cell_timeout": cell_timeout,
-           "own_uid": os.geteuid() == 0}
+           "probe_timeout": probe_timeout, "own_uid": os.geteuid() == 0}
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{home}/.mpl",
            "IPYTHONDIR": f"{home}/.ipython", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "TMPDIR": "/tmp" if iso.namespaces else home}
@@ -191,8 +192,8 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, me
         if now - started > wall:
             exit_reason.append("the time limit ran out")
             break
-        if now - progress[0] > cell_timeout + 15:  # the sandbox's own timer did not interrupt it
-            exit_reason.append(f"it ran longer than {cell_timeout:.0f} s")
+        if now - progress[0] > max(cell_timeout, probe_timeout) + 15:  # its own timer did not interrupt it
+            exit_reason.append(f"it ran longer than {max(cell_timeout, probe_timeout):.0f} s without progress")
             break
         time.sleep(0.05)
     _kill(proc)
