@@ -237,8 +237,12 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
             f'<td colspan="{n}"><font point-size="8">forward op</font></td>',
             '<td></td>',
             f'<td colspan="{m}"><font point-size="8">backward step</font></td>', '<td></td>']
-    ticks = ['<td></td>'] + [f'<td width="22"><font point-size="8">#{node.index}</font></td>' for node in trace.nodes]
-    ticks += ['<td width="3"></td>'] + [f'<td width="22"><font point-size="8">{k}</font></td>' for k in range(m)]
+    cell = 22 if total <= 12 else 13  # many slots: narrower bars, so the strip does not set the width
+    size = 8 if total <= 12 else 6
+    ticks = ['<td></td>'] + [f'<td width="{cell}"><font point-size="{size}">{"#" if total <= 12 else ""}{node.index}'
+                             '</font></td>' for node in trace.nodes]
+    ticks += ['<td width="3"></td>'] + [f'<td width="{cell}"><font point-size="{size}">{k}</font></td>'
+                                        for k in range(m)]
     ticks += ['<td></td>']
     rows = ["<tr>" + "".join(head) + "</tr>", "<tr>" + "".join(ticks) + "</tr>"]
     for r in residuals:
