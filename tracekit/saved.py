@@ -113,9 +113,13 @@ def released(node: Any, slots: list[str]) -> list[str]:
     gone = []
     for slot in slots:
         name, _, index = slot.partition("[")
-        raw = getattr(node, "_raw_saved_" + name, None)
-        if index and isinstance(raw, (tuple, list)):
-            raw = raw[int(index.rstrip("]"))]
+        try:
+            raw = getattr(node, "_raw_saved_" + name, None)
+            if index and isinstance(raw, (tuple, list)):
+                raw = raw[int(index.rstrip("]"))]
+        except (RuntimeError, IndexError):  # a released tensor list refuses to be read at all
+            gone.append(slot)
+            continue
         if raw is not None and raw.data is None:
             gone.append(slot)
     return gone

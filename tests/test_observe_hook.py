@@ -1,0 +1,133 @@
+"""The observed backward's single hook: the order it records is the engine's own, releases and
+frees land on the right steps, and nothing of it stays active after backward."""
+
+import pytest
+import torch
+import torch.utils.checkpoint as checkpoint
+
+import tracekit as tk
+from tracekit.saved import released
+
+
+class Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        ctx.save_for_backward(t)
+        return t * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        (t,) = ctx.saved_tensors
+        return g * 2 + t * 0
+
+
+def branching(a, b):
+    h = a * b
+    left = h.exp()[:, :2]
+    right = Twice.apply(h.sin())
+    idx = torch.tensor([0, 2])
+    picked = right[idx]  # IndexBackward0 saves a tensor list
+    return (left.sum() + picked.pow(2).sum() + torch.stack([h, h.t()]).tanh().sum())
+
+
+def checkpointed(a, b):
+    h = checkpoint.checkpoint(lambda v: (v * b).sin().cos(), a, use_reentrant=False)
+    return (h * a).sum()
+
+
+def chain(a, b):
+    v = a
+    for _ in range(50):
+        v = (v * 1.01).sigmoid()
+    return (v * b).sum()
+
+
+def reference_order(build, seed):
+    """The order a plain per-node pre-hook sees (PyTorch's documented hook), without tracekit."""
+    torch.manual_seed(seed)
+    a, b = torch.randn(3, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True)
+    y = build(a, b)
+    tr = tk.trace(y)  # only to number the nodes the same way
+    index = {g: i for i, g in enumerate(tr._graph_nodes)}
+    seen = []
+    handles = [g.register_prehook(lambda grads, g=g: seen.append(index[g])) for g in tr._graph_nodes]
+    y.backward()
+    for h in handles:
+        h.remove()
+    return seen, a.grad, b.grad
+
+
+@pytest.mark.parametrize("build", [branching, checkpointed, chain])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_observed_order_is_the_engines_and_gradients_are_bitwise_equal(build, seed):
+    expected, ga, gb = reference_order(build, seed)
+    torch.manual_seed(seed)
+    a, b = torch.randn(3, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True)
+    with tk.capture() as cap:
+        y = build(a, b)
+    tr = cap.trace(y).backward()
+    assert [s.node.index for s in tr.steps] == expected
+    assert len(expected) == len(tr.nodes)
+    assert torch.equal(a.grad, ga) and torch.equal(b.grad, gb)
+    # every residual autograd held is released exactly at its own node's step, and autograd agrees
+    step_of = {s.node.index: s.index for s in tr.steps}
+    for node, g in zip(tr.nodes, tr._graph_nodes):
+        for r in node.residuals:
+            assert r.status == "released" and r.released_at == step_of[node.index], r.label
+        assert released(g, [r.slot for r in node.residuals]) == [r.slot for r in node.residuals]
+    assert sorted(r.label for s in tr.steps for r in s.released) == sorted(r.label for r in tr.residuals)
+
+
+def test_frees_land_on_the_step_that_dropped_the_last_holder():
+    a = torch.randn(1000, requires_grad=True)
+    h = a.exp()  # saved by exp (result), sin (self) and mul (other): freed after the last of them
+    y = (h.sin() * h).sum()
+    del h
+    tr = tk.trace(y).backward()
+    names = [s.node.name for s in tr.steps]
+    (shared,) = [s for s in tr.storages if len(s.residuals) == 3]
+    freed_at = {r.freed_at for r in shared.residuals}
+    assert freed_at == {max(r.released_at for r in shared.residuals)}
+    assert names[freed_at.pop()] == "ExpBackward0"
+    assert sum(len(s.freed) for s in tr.steps) == len(tr.graph_owned_storages())
+
+
+def test_on_step_sees_the_previous_steps_releases():
+    a = torch.randn(4, requires_grad=True)
+    y = a.exp().sin().sum()
+    tr = tk.trace(y)
+    seen = []
+    tr.backward(on_step=lambda s: seen.append((s.index, s.node.name, [r.label for r in tr.residuals
+                                                                          if r.released_at is not None])))
+    assert [(i, n) for i, n, _ in seen] == [(0, "SumBackward0"), (1, "SinBackward0"), (2, "ExpBackward0")]
+    assert seen[0][2] == [] and seen[1][2] == [] and seen[2][2] == ["#1 SinBackward0.self"]
+
+
+def test_hooks_do_nothing_after_backward_and_a_retained_graph_observes_again():
+    a = torch.randn(5, requires_grad=True)
+    y = (a.exp() * a).sum()
+    first = tk.trace(y).backward(retain_graph=True)
+    steps = [s.node.name for s in first.steps]
+    y.backward(retain_graph=True)  # plain backward over the same nodes: the first trace is untouched
+    assert [s.node.name for s in first.steps] == steps
+    second = tk.trace(y).backward()
+    assert [s.node.name for s in second.steps] == steps  # one step per node, no duplicates
+    assert all(r.released_at is not None for r in second.residuals)
+    b = torch.randn(5, requires_grad=True)
+    with torch.no_grad():
+        b.copy_(a)
+    z = (b.exp() * b).sum()
+    for _ in range(3):
+        z.backward(retain_graph=True)
+    assert torch.equal(a.grad, b.grad)
+
+
+def test_fancy_indexing_and_stack_are_observed():
+    """Saved tensor lists refuse to be read once released: that is a release, not an error."""
+    x = torch.randn(6, 3, requires_grad=True)
+    y = torch.stack([x[torch.tensor([0, 5])], x[torch.tensor([1, 2])]]).exp().sum()
+    tr = tk.trace(y).backward()
+    index_nodes = [s for s in tr.steps if s.node.name == "IndexBackward0"]
+    assert len(index_nodes) == 2
+    assert all([r.slot for r in s.released] == ["indices[0]"] for s in index_nodes)
+    assert tr.error is None and x.grad is not None
