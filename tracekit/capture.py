@@ -47,7 +47,12 @@ def _skipped(name: str) -> bool:
 def _user_frame() -> FrameType | None:
     """The innermost frame that is neither torch's nor tracekit's: where the user's line is."""
     frame = sys._getframe(2)
-    while frame is not None and _skipped(frame.f_code.co_filename):
+    known = _SKIP
+    while frame is not None:
+        name = frame.f_code.co_filename
+        skip = known.get(name)
+        if not (_skipped(name) if skip is None else skip):
+            break
         frame = frame.f_back
     return frame
 
@@ -92,6 +97,9 @@ def _is_inplace(call: str) -> bool:
     return (call.endswith("_") and not call.startswith("_")) or (call.startswith("__i") and call.endswith("__"))
 
 
+_INPLACE: dict[str, bool] = {}  # call name -> whether it writes into its first argument
+
+
 class _Recorder(TorchFunctionMode):
     """Sees each torch call; gives the nodes it created their source line and call name,
     and remembers in-place calls (which bump a tensor's version counter)."""
@@ -103,9 +111,16 @@ class _Recorder(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         result = func(*args, **(kwargs or {}))
-        call = getattr(func, "__name__", str(func))
-        roots = [t.grad_fn for t in _tensors_in(result) if t.grad_fn is not None]
-        mutated = args[0] if args and isinstance(args[0], torch.Tensor) and _is_inplace(call) else None
+        call = getattr(func, "__name__", None) or str(func)
+        if isinstance(result, torch.Tensor):  # the common case, without building lists
+            fn = result.grad_fn
+            roots = [fn] if fn is not None else []
+        else:
+            roots = [t.grad_fn for t in _tensors_in(result) if t.grad_fn is not None]
+        inplace = _INPLACE.get(call)
+        if inplace is None:
+            inplace = _INPLACE[call] = _is_inplace(call)
+        mutated = args[0] if inplace and args and isinstance(args[0], torch.Tensor) else None
         if roots or mutated is not None:
             where = _where(_user_frame())
             if roots:
@@ -281,8 +296,16 @@ def _build(
     nodes: list[Node] = []
 
     leaf_roles: dict[str, Role] = {}
+    label_of: dict[Any, str] = {}  # leaf node -> its label (each leaf is looked up once)
 
     def leaf_label(leaf_node: Any) -> str:
+        label = label_of.get(leaf_node)
+        if label is not None:
+            return label
+        label_of[leaf_node] = label = _leaf_label(leaf_node)
+        return label
+
+    def _leaf_label(leaf_node: Any) -> str:
         var = leaf_node.variable
         label, named_param = names.get(storage_key(var), (None, False))
         label = label or f"leaf{len(leaves)}"
@@ -312,10 +335,10 @@ def _build(
         node.described = slot_rules is not None
         for saved in saved_slots(gnode):
             t = saved.tensor
-            role, producer, kind = _role(saved.slot, t, gnode, position, names, output_keys, parameter_keys)
+            key = storage_key(t) if t is not None and t.layout == torch.strided else None
+            role, producer, kind = _role(saved.slot, t, gnode, position, names, output_keys, parameter_keys, key)
             storage = None
-            if t is not None and t.layout == torch.strided:
-                key = storage_key(t)
+            if key is not None:
                 storage = storages.get(key)
                 if storage is None:
                     var, is_param = names.get(key, (parameter_keys.get(key), key in parameter_keys))
@@ -332,8 +355,8 @@ def _build(
                 node=node,
                 slot=saved.slot,
                 shape=tuple(t.shape) if t is not None else None,
-                dtype=str(t.dtype).removeprefix("torch.") if t is not None else None,
-                device=str(t.device) if t is not None else None,
+                dtype=_dtype_text(t.dtype) if t is not None else None,
+                device=_device_text(t.device) if t is not None else None,
                 nbytes=visible_nbytes(t) if t is not None else None,
                 storage=storage,
                 role=role,
@@ -373,6 +396,26 @@ def _explain_modification(residual: Residual, error: str, mutations: list[Mutati
     if t is not None and t.layout == torch.strided:
         key = storage_key(t)
         residual.modified_by = [m for m in mutations if m.storage == key]
+
+
+_DTYPE_TEXT: dict[torch.dtype, str] = {}
+_DEVICE_TEXT: dict[torch.device, str] = {}
+
+
+def _dtype_text(dtype: torch.dtype) -> str:
+    """`float32` for torch.float32 (cached: str() of a dtype is slow next to a dict lookup)."""
+    text = _DTYPE_TEXT.get(dtype)
+    if text is None:
+        text = _DTYPE_TEXT[dtype] = str(dtype).removeprefix("torch.")
+    return text
+
+
+def _device_text(device: torch.device) -> str:
+    """`cpu`, `cuda:0` (cached like _dtype_text)."""
+    text = _DEVICE_TEXT.get(device)
+    if text is None:
+        text = _DEVICE_TEXT[device] = str(device)
+    return text
 
 
 def _preview(t: torch.Tensor | None) -> str | None:
@@ -421,22 +464,25 @@ def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
 def _role(slot: str, t: torch.Tensor | None, gnode: Any, position: dict[Any, int],
           names: dict[tuple[str, int], tuple[str, bool]],
           output_keys: set[tuple[str, int]] = frozenset(),
-          leaf_labels: dict[tuple[str, int], str] | None = None) -> tuple[str, int | str | None, Role]:
-    """(the role in words, who produced the value, the Role)."""
+          leaf_labels: dict[tuple[str, int], str] | None = None,
+          key: tuple[str, int] | None = None) -> tuple[str, int | str | None, Role]:
+    """(the role in words, who produced the value, the Role); `key`: t's storage key if known."""
     if t is None:
         return "unknown (not held)", None, Role.INTERMEDIATE
     if t.grad_fn is not None and t.grad_fn is not gnode and t.grad_fn not in position and t._version > 0:
         return "modified in place after it was saved", None, Role.INTERMEDIATE
     strided = t.layout == torch.strided
-    var, is_param = names.get(storage_key(t), (None, False)) if strided else (None, False)
+    if strided and key is None:
+        key = storage_key(t)
+    var, is_param = names.get(key, (None, False)) if strided else (None, False)
     producer = t.grad_fn
-    made = Role.OUTPUT if strided and storage_key(t) in output_keys else Role.INTERMEDIATE
+    made = Role.OUTPUT if strided and key in output_keys else Role.INTERMEDIATE
     if producer is gnode or slot.startswith("result"):
         return f"output of #{position[gnode]} {gnode.name()} (this node)", position[gnode], made
     if producer is None:
         if t.requires_grad or is_param or isinstance(t, torch.nn.Parameter):
             role = _leaf_role(t, is_param)
-            label = var or (leaf_labels or {}).get(storage_key(t)) if strided else var
+            label = var or (leaf_labels or {}).get(key) if strided else var
             return (f"{role.value} {var}" if var else role.value), label or role.value, role
         if var:
             return f"constant {var}", var, Role.CONSTANT
