@@ -132,26 +132,22 @@ SOLUTIONS = {
     "H8": 2, "H9": 1,
     "H10": 1,  # relu's result; the wrapped 2 is saved without the hooks
 }''',
-        "q2": '''import itertools
-
-STORE = {}
-_keys = itertools.count()  # unique keys, never reused (len(STORE) would collide)
+        "q2": '''STORE = {}
 
 
 class Handle:
     """What the graph keeps instead of the tensor; when the graph drops it, the entry goes."""
 
-    def __init__(self, key):
-        self.key = key
+    def __init__(self, t):
+        self.key = id(self)  # unique while the handle lives, and the entry lives no longer
+        STORE[self.key] = t
 
     def __del__(self):
         STORE.pop(self.key, None)
 
 
 def pack(t):
-    key = next(_keys)
-    STORE[key] = t
-    return Handle(key)
+    return Handle(t)
 
 
 def unpack(handle):
@@ -191,4 +187,38 @@ def loss_fn(x, ws):
     steps = 4 * len(params)  # one 0-dim float32 step count per parameter tensor
     return moments + steps''',
     },
+}
+
+SOLUTIONS["ex10"] = {
+    "q1": '''def div_forward(a, b):
+    return a / b, (a, b)  # d/da = 1/b needs b; d/db = -a/b² needs a and b
+
+
+def div_backward(saved, grad):
+    a, b = saved
+    return grad / b, -grad * a / (b * b)
+
+
+div_rule = (div_forward, div_backward)''',
+    "q2": '''def tanh_forward(x):
+    y = torch.tanh(x)
+    return y, (y,)  # tanh' = 1 − tanh²: the output is enough
+
+
+def tanh_backward(saved, grad):
+    (y,) = saved
+    return grad * (1 - y * y)
+
+
+tanh_rule = (tanh_forward, tanh_backward)''',
+    "q3": '''def sin_forward(x):
+    return torch.sin(x), (x,)  # sin' = cos(x): needs the input, not the output
+
+
+def sin_backward(saved, grad):
+    (x,) = saved
+    return grad * torch.cos(x)
+
+
+sin_rule = (sin_forward, sin_backward)''',
 }

@@ -65,6 +65,16 @@ def loss_fn(x, ws):
     return plain_loss(x, ws)  # same value and gradients, within both budgets'''},
     "ex09": {"q2": '''def adam_state_bytes(model):
     raise NotImplementedError'''},
+    "ex10": {name: f'''def {op}_forward({args}):
+    raise NotImplementedError  # return (y, saved): saved = the tensors backward needs
+
+
+def {op}_backward(saved, grad):
+    raise NotImplementedError  # return the gradient{s} from saved and grad only
+
+
+{op}_rule = ({op}_forward, {op}_backward)''' for name, op, args, s in (
+        ("q1", "div", "a, b", "s (grad_a, grad_b)"), ("q2", "tanh", "x", ""), ("q3", "sin", "x", ""))},
 }
 
 NAMES = {
@@ -81,6 +91,12 @@ def stub(exercise_id: str, question: ex.Question) -> str:
     return f"{question.answer} = None  # your answer"
 
 
+def _imports(exercise: ex.Exercise) -> str:
+    """The first code cell: torch and tracekit (lint-clean in the reference notebook too)."""
+    used = any("torch" in SOLUTIONS[exercise.id][q.name] for q in exercise.questions)
+    return "import torch" + ("" if used else "  # noqa: F401 - for your answers") + "\n\nimport tracekit as tk"
+
+
 def notebook(exercise: ex.Exercise, with_answers: bool) -> nbformat.NotebookNode:
     """One exercise as a notebook: intro, one prompt + answer cell per question, the self-check."""
     cells = [
@@ -92,10 +108,11 @@ def notebook(exercise: ex.Exercise, with_answers: bool) -> nbformat.NotebookNode
             "Your instructor grades the same answers on fresh inputs drawn at grading time, so an answer has "
             "to be right in general, not just for one example. Keep each answer in its own cell, under the "
             "name it is given. A question about a table of cases checks a few cases drawn at random each "
-            "time: fill in every case."
+            "time: fill in every case. Code answers are graded from their definitions (imports, `def`, "
+            "`class`, literal values): keep the code inside functions and classes."
             + (f"\n\n{exercise.intro}" if exercise.intro else "")
         ),
-        new_code_cell("import torch\nimport tracekit as tk"),
+        new_code_cell(_imports(exercise)),
     ]
     for q in exercise.questions:
         kind = "write code" if q.kind == "code" else "give a value"

@@ -70,3 +70,22 @@ def test_checker_failure_is_reported_as_the_checkers(monkeypatch):
     judged = ex.judge_all(exercise, {"q1": {"values": "not a list"}, "q2": {"values": [[1, 2]] * 3}},
                           ex.draw_inputs(exercise, 0))
     assert judged[0]["status"] == "wrong" and judged[1]["status"] == "wrong"
+
+
+def test_readme_table_matches_the_exercises():
+    text = (ROOT / "README.md").read_text()
+    total = sum(ex.get(i).max_score for i in ex.IDS)
+    assert f"{len(ex.IDS)} graded exercises ({total} points)".replace("10 ", "ten ") in text
+    for exercise_id in ex.IDS:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {exercise_id} "))
+        assert f"| {ex.get(exercise_id).max_score} |" in row
+
+
+def test_data_answers_must_be_plain_values():
+    class Sneaky(dict):
+        def __eq__(self, other):
+            return True
+
+    results = {r["name"]: r for r in tk.check("ex01", {"q1_slots": Sneaky(), "q2_slots": ["result"]}, seed=0)}
+    assert results["q1"]["score"] == 0 and "got Sneaky" in results["q1"]["message"]
+    assert results["q2"]["status"] == "wrong" and "expected a dict" in results["q2"]["message"]

@@ -102,9 +102,11 @@ def judge_q3(obs: dict, inputs: dict) -> tuple[float, str]:
             kinds.add("output" if saved[0].get("output") else "input")
     if not seen.get("has_graph", True):
         values_ok = False
+    raised = [c["backward_raised"] for c in cases if isinstance(c, dict) and c.get("backward_raised")]
     score, message = parts(
         (values_ok, "forward should return σ(x) = 1/(1+exp(−x)) in x's dtype"),
-        (grads_ok, "backward should return grad·σ(x)·(1 − σ(x)), for every call, with several graphs alive"),
+        (grads_ok, "backward should return grad·σ(x)·(1 − σ(x)), for every call, with several graphs alive"
+                   + (f" (your backward raised {raised[0]})" if raised else "")),
         (saves_ok, "; ".join(dict.fromkeys(fixes)) or "save exactly one tensor"),
     )
     if score == 1:

@@ -11,6 +11,9 @@ graph and converting at the end (the peak grows), logging before the step (other
 
 from __future__ import annotations
 
+import functools
+import json
+
 import torch
 
 from ..ex06 import setup
@@ -20,6 +23,12 @@ from .common import close, parts
 
 def reference(inputs: dict) -> tuple[list[float], list[float], int]:
     """The loop done right, measured the same way: history, parameters, peak bytes."""
+    return _reference(json.dumps(inputs, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _reference(key: str) -> tuple[list[float], list[float], int]:
+    inputs = json.loads(key)
     model, x, x_val = setup(inputs)
     with Watch() as watch:
         opt = torch.optim.SGD(model.parameters(), lr=0.1)

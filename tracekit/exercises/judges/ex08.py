@@ -13,15 +13,24 @@ activations written to disk (not memory; the prompt asks for checkpointing).
 
 from __future__ import annotations
 
+import functools
+import json
+
 from ..ex08 import MEMORY_BUDGET, RECOMPUTE_BUDGET, measure_loss, plain_loss
 from .common import close
 
 PYTHON_HEAP_SLACK = 128 * 1024
 
 
+@functools.lru_cache(maxsize=64)
+def reference(key: str) -> dict:
+    """plain_loss measured on these inputs (the same inputs give the same facts: cached)."""
+    return measure_loss(plain_loss, json.loads(key))
+
+
 def judge_q1(obs: dict, inputs: dict) -> tuple[float, str]:
     """Same values (half), memory budget (quarter), recompute budget (quarter)."""
-    ref = measure_loss(plain_loss, inputs)
+    ref = reference(json.dumps(inputs, sort_keys=True))
     grads = obs.get("grads")
     same = isinstance(obs.get("loss"), float) and abs(obs["loss"] - ref["loss"]) < 1e-10 and \
         isinstance(grads, list) and len(grads) == len(ref["grads"]) and \
