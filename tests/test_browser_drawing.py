@@ -31,6 +31,7 @@ def test_lesson_one_drawing_fits_the_output_area(lab_server, tmp_path):
         drawing.scroll_into_view_if_needed()
         size = drawing.evaluate(MEASURE_JS)
         drawing.locator("xpath=ancestor::*[contains(@class,'jp-OutputArea-output')][1]").screenshot(path=str(shot))
+    print(f"lesson 1 drawing: {size}")
     # the whole drawing is visible: its own (natural) width, not a CSS squeeze, fits the output area
     assert size["natural"] <= size["area"] and size["drawn"] <= size["area"], size
     assert size["right"] <= size["areaRight"] + 0.5 and not size["scrollable"], size
