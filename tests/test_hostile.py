@@ -32,6 +32,7 @@ needs_isolation = pytest.mark.skipif(not (ISO.full and ISO.root), reason="needs 
                                      "(CI runs as root): " + "; ".join(ISO.missing))
 SANDBOX_UIDS = range(isolation.SANDBOX_UID_BASE, isolation.SANDBOX_UID_BASE + 1000)
 CODE_Q = next(q for q in get("ex01").questions if q.kind == "code")  # the custom Function question
+DATA_A, DATA_B = [q.answer for q in get("ex01").questions if q.kind == "data"][:2]  # variables read back
 
 
 def notebook(base: Path, extra: list[str], where: int = 99) -> nbformat.NotebookNode:
@@ -284,8 +285,8 @@ def test_sandbox_sees_no_other_files_processes_or_network(tmp_path):
         "attempt('root', lambda: os.getuid() == 0 or os.geteuid() == 0)\n"
         f"attempt('judges', lambda: __import__('importlib').import_module('tracekit.exercises.judges'))\n"
         f"attempt('judges files', lambda: os.listdir({str(package / 'exercises' / 'judges')!r}))\n"
-        "q1_slots = found\n"
-        "q2_slot = [os.getuid(), len([p for p in os.listdir('/proc') if p.isdigit()])]\n")
+        f"{DATA_A} = found\n"
+        f"{DATA_B} = [os.getuid(), len([p for p in os.listdir('/proc') if p.isdigit()])]\n")
     inputs = {q.name: q.draw(__import__("random").Random(1)) for q in get("ex01").questions}
     target = package / "exercises" / "ex09.py"
     before = digest(target)
@@ -310,10 +311,10 @@ def test_process_disk_and_memory_limits_hold_for_the_whole_sandbox():
              "            for _ in range(60):\n"
              "                fh.write(b'x' * (1 << 20))\n                written += 1\n"
              "    except OSError:\n        pass\n"
-             "q1_slots = [len(procs), written]\n")
+             f"{DATA_A} = [len(procs), written]\n")
     hog = ("import subprocess, sys\nchild = 'import time\\nb = b\"x\" * (450 << 20)\\ntime.sleep(15)'\n"
            "kids = [subprocess.Popen([sys.executable, '-c', child]) for _ in range(3)]\n"
-           "q2_slot = [k.wait() for k in kids]\n")
+           f"{DATA_B} = [k.wait() for k in kids]\n")
     inputs = {q.name: q.draw(__import__("random").Random(1)) for q in get("ex01").questions}
     ran = sandbox.run([hog, spawn], "ex01", inputs, timeout=120, memory_mb=1400, max_pids=50, tmpfs_mb=128)
     started, written = ran.observations["q1"]["value"]

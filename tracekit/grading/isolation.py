@@ -301,7 +301,16 @@ def _wrap(command: list[str], hide: list[str], tmpfs_bytes: int, uid: int, stage
             argv += ["--ro-bind", top, top]
     for source, path in zip(sources, roots):
         argv += ["--ro-bind", source, path]
-    for path in [*hidden_inside_package(), *hide]:
+    for path in hidden_inside_package():  # absent, not empty: an empty folder imports as a namespace package
+        parent, name = os.path.dirname(path), os.path.basename(path)
+        root_index = next(i for i, r in enumerate(roots) if parent == r or parent.startswith(r + "/"))
+        source_parent = sources[root_index] + parent[len(roots[root_index]):]
+        argv += ["--tmpfs", parent]
+        for entry in sorted(os.listdir(parent)):
+            if entry != name:
+                argv += ["--ro-bind", f"{source_parent}/{entry}", f"{parent}/{entry}"]
+        argv += ["--remount-ro", parent]
+    for path in hide:
         path = os.path.normpath(path)
         if os.path.isdir(path) and any(path == r or path.startswith(r + "/") for r in roots):
             argv += ["--tmpfs", path, "--remount-ro", path]
