@@ -86,7 +86,7 @@ def batch(tmp_path_factory):
     nested.mkdir(parents=True)
     shutil.copy(SOLUTIONS[2], nested / "my homework.ipynb")  # the exercise comes from the notebook, not the name
     lines = []
-    reports = grade_all(subs, out, Options(timeout=120, memory_mb=3072, jobs=2, cell_timeout=10),
+    reports = grade_all(subs, out, Options(timeout=300, memory_mb=3072, jobs=2, cell_timeout=10),
                         progress=lines.append)
     return {"subs": subs, "out": out, "reports": {r["student"]: r for r in reports}, "lines": lines}
 
@@ -185,7 +185,7 @@ def test_rerun_skips_what_is_done_and_regrades_what_is_missing(batch):
     before = (out / "ref_ex01" / "results.json").stat().st_mtime_ns
     (out / "blank" / "report.json").unlink()  # as if the batch had been interrupted there
     lines = []
-    reports = grade_all(batch["subs"], out, Options(timeout=120, jobs=2), progress=lines.append)
+    reports = grade_all(batch["subs"], out, Options(timeout=300, jobs=2), progress=lines.append)
     assert [r["student"] for r in reports] == ["blank"]
     assert (out / "ref_ex01" / "results.json").stat().st_mtime_ns == before
     assert lines[0].startswith("isolation: full") or lines[0].startswith("WARNING")
@@ -222,7 +222,7 @@ def test_hidden_folders_look_empty_inside_the_sandbox(tmp_path):
     cells = ["import os", f"q1_slots = os.listdir({str(secret)!r}) if os.path.isdir({str(secret)!r}) else []",
              "q2_slot = 'x'"]
     inputs = draw_inputs(get("ex01"), seed=1)
-    ran = sandbox.run(cells, "ex01", inputs, "n0nce", timeout=90, hide=[str(secret)])
+    ran = sandbox.run(cells, "ex01", inputs, "n0nce", timeout=240, hide=[str(secret)])
     assert ran.observations["q1"] == {"value": []}
     assert (secret / "answers.txt").read_text() == "42"
 

@@ -144,7 +144,7 @@ def klass(tmp_path_factory):
     listener.listen()
     lines: list[str] = []
     started = time.monotonic()
-    reports = grade_all(subs, out, Options(timeout=150, memory_mb=3072, jobs=2), progress=lines.append)
+    reports = grade_all(subs, out, Options(timeout=300, memory_mb=3072, jobs=2), progress=lines.append)
     seconds = time.monotonic() - started
     listener.close()
     time.sleep(1.0)  # any daemon would have written by now
@@ -245,7 +245,7 @@ def test_rerun_rederives_results_and_regrades_forged_reports(klass):
     report["score"] = 5
     (out / "blank" / "report.json").write_text(json.dumps(report))  # breaks the signature
     lines: list[str] = []
-    reports = grade_all(klass["subs"], out, Options(timeout=150, memory_mb=3072, jobs=2), progress=lines.append)
+    reports = grade_all(klass["subs"], out, Options(timeout=300, memory_mb=3072, jobs=2), progress=lines.append)
     assert [r["student"] for r in reports] == ["blank"] and reports[0]["score"] == 0
     assert json.loads((out / "victim01" / "results.json").read_text())["score"] == get("ex01").max_score
     assert (out / KEY).stat().st_mode & 0o077 == 0
@@ -290,7 +290,7 @@ def test_sandbox_sees_no_other_files_processes_or_network(tmp_path):
     inputs = {q.name: q.draw(__import__("random").Random(1)) for q in get("ex01").questions}
     target = package / "exercises" / "ex09.py"
     before = digest(target)
-    ran = sandbox.run([probe, sigmoid_with("pass")], "ex01", inputs, timeout=90, memory_mb=3072)
+    ran = sandbox.run([probe, sigmoid_with("pass")], "ex01", inputs, timeout=240, memory_mb=3072)
     listener.close()
     assert digest(target) == before
     assert ran.observations["q1"] == {"value": []}, ran.observations["q1"]
@@ -316,7 +316,7 @@ def test_process_disk_and_memory_limits_hold_for_the_whole_sandbox():
            "kids = [subprocess.Popen([sys.executable, '-c', child]) for _ in range(3)]\n"
            f"{DATA_B} = [k.wait() for k in kids]\n")
     inputs = {q.name: q.draw(__import__("random").Random(1)) for q in get("ex01").questions}
-    ran = sandbox.run([hog, spawn], "ex01", inputs, timeout=120, memory_mb=1400, max_pids=50, tmpfs_mb=128)
+    ran = sandbox.run([hog, spawn], "ex01", inputs, timeout=240, memory_mb=1400, max_pids=50, tmpfs_mb=128)
     started, written = ran.observations["q1"]["value"]
     assert 0 < started < 50  # the pids limit covers the whole sandbox (threads included)
     assert 64 <= written < 128  # 64 MB per file (RLIMIT_FSIZE), 128 MB in all (the tmpfs)
