@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 from answers import SOLUTIONS  # noqa: E402
 from exercise_variants import VARIANTS  # noqa: E402
 
-HEAVY = {"ex06", "ex08", "ex09", "ex10"}  # seconds per check (training loops, budgets, torch.func)
+HEAVY = {"ex06", "ex07", "ex08", "ex09", "ex10"}  # seconds per check (training loops, budgets, torch.func)
 
 
 def answers(exercise_id: str, overrides: dict[str, str]) -> dict:
@@ -30,9 +30,10 @@ def answers(exercise_id: str, overrides: dict[str, str]) -> dict:
 
 def cases():
     for exercise_id, variants in VARIANTS.items():
-        marks = [pytest.mark.slow] if exercise_id in HEAVY else []
         for label, overrides, expected in variants:
-            yield pytest.param(exercise_id, overrides, expected, id=f"{exercise_id}-{label}", marks=marks)
+            heavy = exercise_id in HEAVY or any("torch.func" in src for src in overrides.values())
+            yield pytest.param(exercise_id, overrides, expected, id=f"{exercise_id}-{label}",
+                               marks=[pytest.mark.slow] if heavy else [])
 
 
 def test_every_exercise_has_three_correct_and_three_wrong_variants():

@@ -23,6 +23,10 @@ VERSIONS = {
 }
 
 
+def _code(src: str) -> str:
+    return f"`{src}`" if src else "—"
+
+
 def _draw(rng: random.Random) -> dict:
     rows, cols = rng.randint(2, 3), rng.randint(2, 4)
     return {"cases": [
@@ -81,7 +85,7 @@ EXERCISE = Exercise(
                      "Each program is `h = a * 2` (a: float32, length 4, requires grad), then the *before* "
                      "code, then `y = h.sin()` (which saves h), then the *after* code:\n\n"
                      "| id | before | after |\n|---|---|---|\n" +
-                     "\n".join(f"| `{k}` | `{b or '—'}` | `{a or '—'}` |" for k, (b, a) in VERSIONS.items()) +
+                     "\n".join(f"| `{k}` | {_code(b)} | {_code(a)} |" for k, (b, a) in VERSIONS.items()) +
                      "\n\nFor each give `[saved, now]`: h's version counter (`h._version`) when sin saved it, "
                      "and when backward would read it. Answer as a dict keyed by program id; each check "
                      f"draws three. See {lesson_link(LESSON)}: which writes bump the counter, and which "
