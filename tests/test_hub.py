@@ -154,7 +154,7 @@ def test_two_students_run_a_lesson_on_a_local_jupyterhub(hub):
     for user in USERS:
         out = "\n".join(results[user])
         assert "z = 1.5000, y = 0.8176" in out
-        assert "released after step 2; held by parameter w" in out
+        assert "released after step 2; held by input leaf w" in out
         assert "tape  dy/dx = 0.2983" in out
     running = processes_under(str(hub["root"]))
     assert len(running) >= 4, running  # the hub, the proxy, two single-user servers (this check can see them)
