@@ -300,6 +300,8 @@ def grade_all(submissions: Path, out: Path, options: Options,
         raise FileNotFoundError(f"no such folder: {submissions}")
     iso = check_isolation(options)
     say(iso.describe())
+    if iso.cgroup:
+        isolation.remove_stale_cgroups()
     found = discover_all(submissions)
     mine = sorted(s for s in found.notebooks if in_shard(s, options.shard))
     out.mkdir(parents=True, exist_ok=True)

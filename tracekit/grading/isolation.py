@@ -249,6 +249,19 @@ class Cgroup:
                     time.sleep(0.05)
 
 
+def remove_stale_cgroups() -> int:
+    """Remove the empty sandbox cgroups a grader that was killed left behind; how many."""
+    removed = 0
+    for parent in _cgroup_parents()[1]:
+        for folder in parent.glob("tracekit-*-*-*"):
+            pid = folder.name.split("-")[1]
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}") and not Cgroup("", [folder]).pids():
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+                    removed += 1
+    return removed
+
+
 def _read_only_roots() -> list[str]:
     """What the sandbox sees (read-only): the system, Python, and the installed packages it imports."""
     import IPython
