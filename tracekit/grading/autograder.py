@@ -29,6 +29,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import TracekitError
+from .grader import _clamp
 
 CONFIG = "tracekit-autograder.json"
 VENV = "tracekit-venv"  # under AUTOGRADER_ROOT, made by setup.sh
@@ -355,16 +356,6 @@ def results_json(exercises: list[str], parts: list[dict[str, Any]], notes: list[
     lines.append(f"Total: {total:g} / {most}")
     return {"score": round(total, 2), "execution_time": int(round(seconds)), "output": "\n".join(lines),
             "tests": tests}
-
-
-def _clamp(value: Any, most: float) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    if number != number:  # NaN
-        return 0.0
-    return round(min(float(most), max(0.0, number)), 2)
 
 
 def failure_json(message: str, exercises: list[str], seconds: float) -> dict[str, Any]:
