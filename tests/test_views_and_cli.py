@@ -123,6 +123,7 @@ def test_demo_command_prints_trace_and_writes_svg(tmp_path):
     assert "<svg" in out.read_text()
 
 
+@pytest.mark.slow  # subprocesses that import torch: ~10 s each
 def test_demo_other_values_and_help(tmp_path):
     done = run_cli("demo", "--x", "0.5", "--out", str(tmp_path / "d.svg"))
     assert "z = w*x + b = 0.5000" in done.stdout and "y = sigmoid(z) = 0.6225" in done.stdout
@@ -136,6 +137,7 @@ def test_demo_other_values_and_help(tmp_path):
     assert bad.returncode == 2 and "invalid float value" in bad.stderr
 
 
+@pytest.mark.slow  # subprocesses that import torch: ~10 s each
 def test_demo_draws_without_system_graphviz(tmp_path):
     """A plain pip install has no `dot` on PATH: the bundled WebAssembly Graphviz draws."""
     bin_dir = tmp_path / "bin"
