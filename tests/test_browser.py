@@ -10,17 +10,12 @@ import sys
 import urllib.parse
 
 import pytest
-from jupyterlab_page import ARTIFACTS, ROOT, jupyterlab, open_notebook, run_all_cells
+from jupyterlab_page import ARTIFACTS, open_notebook, run_all_cells
 
 pytestmark = pytest.mark.browser
 SVG_IMAGE = "img[src^='data:image/svg+xml']"
 LESSON = "01_forward_values.ipynb"
 
-
-@pytest.fixture(scope="module")
-def lab_server(tmp_path_factory):
-    with jupyterlab(tmp_path_factory.mktemp("lab"), ROOT / "notebooks") as server:
-        yield server
 
 
 def test_first_lesson_runs_in_jupyterlab_and_the_lab_widget_works(lab_server, tmp_path):

@@ -2,7 +2,7 @@
 window) instead of being cut off on the right; the screenshot goes to artifacts/browser/."""
 
 import pytest
-from jupyterlab_page import ARTIFACTS, ROOT, jupyterlab, open_notebook, run_all_cells
+from jupyterlab_page import ARTIFACTS, open_notebook, run_all_cells
 
 pytestmark = pytest.mark.browser
 LESSON = "01_forward_values.ipynb"
@@ -13,11 +13,6 @@ MEASURE_JS = """(img) => {
           scrollable: area.scrollWidth > area.clientWidth + 1};
 }"""
 
-
-@pytest.fixture(scope="module")
-def lab_server(tmp_path_factory):
-    with jupyterlab(tmp_path_factory.mktemp("lab"), ROOT / "notebooks") as server:
-        yield server
 
 
 def test_lesson_one_drawing_fits_the_output_area(lab_server, tmp_path):
