@@ -1,7 +1,7 @@
 """tracekit: see which forward values reverse-mode autodiff keeps, and for how long."""
 
 from . import formula, scenarios, transformer  # issue 15: the paper's formula, GPT / Llama blocks
-from .capture import build_trace, capture, trace
+from .build import build_trace
 from .diff import TraceDiff, checkpoint_cache, diff
 from .errors import NestedCaptureError, NoHistoryError, NotATensorError, NotObservableError, TracekitError
 from .exercises import check
@@ -10,6 +10,7 @@ from .memory import DeviceUnavailableError, Measurement, measure
 from .memory_budget import Budget, budget
 from .model import Mutation, Node, Residual, Step, Storage, Trace
 from .predict import Prediction
+from .record import capture, trace
 from .results import Comparison, ScenarioResult, compare
 from .rules import RULES
 from .storage import format_bytes

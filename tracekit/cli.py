@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `tracekit` and `python -m tracekit`."""

@@ -24,20 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .errors import TracekitError
-from .model import Residual, Trace
+from .errors import DiffError
+from .model import HeldIn, Residual, Status, Trace
 from .render.table import Table
-from .saved import RECOMPUTED
 from .storage import format_bytes, storage_key, storage_nbytes
 
 if TYPE_CHECKING:
     import graphviz
 
 KEPT, RECOMPUTE, ABSENT, PARAMETER, CACHED = "kept", "recomputed", "-", "parameter / input leaf", "kept (SAC cache)"
-
-
-class DiffError(TracekitError, ValueError):
-    """The two things given to tk.diff cannot be compared."""
 
 
 @dataclass(frozen=True)
@@ -122,13 +117,13 @@ class DiffRow:
 def _state(r: Residual | None) -> str:
     if r is None:
         return ABSENT
-    if r.held_in.startswith("recomputed") or r.held_in == RECOMPUTED:
+    if r.place is HeldIn.RECOMPUTED:
         return RECOMPUTE
     if r.storage is not None and r.storage.is_parameter:
         return PARAMETER
-    if r.status != "live":
+    if r.status is not Status.LIVE:
         return r.status
-    return KEPT if r.held_in == "graph" else f"{KEPT} ({r.held_in})"
+    return KEPT if r.place is HeldIn.GRAPH else f"{KEPT} ({r.held_in})"
 
 
 def _signatures(trace: Trace) -> list[tuple[Any, Residual]]:

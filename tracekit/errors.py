@@ -1,10 +1,11 @@
-"""Errors tracekit raises: each says what went wrong and what to do instead."""
+"""Every error tracekit raises on purpose: each says what went wrong and what to do instead."""
 
 
 class TracekitError(Exception):
     """Base class of every error tracekit raises on purpose."""
 
 
+# tracing and observing
 class NotATensorError(TracekitError, TypeError):
     """Something that is not a torch.Tensor was given where a tensor is needed."""
 
@@ -19,3 +20,38 @@ class NestedCaptureError(TracekitError, RuntimeError):
 
 class NotObservableError(TracekitError, RuntimeError):
     """The trace cannot run or observe backward (for example: built with no outputs)."""
+
+
+# measuring, comparing, drawing
+class DeviceUnavailableError(TracekitError, RuntimeError):
+    """The requested device is not present here."""
+
+
+class BudgetInputError(TracekitError, TypeError):
+    """budget() was given a model, batch, loss or step it cannot run."""
+
+
+class DiffError(TracekitError, ValueError):
+    """The two things given to tk.diff cannot be compared."""
+
+
+class RenderError(TracekitError, RuntimeError):
+    """Graphviz could not turn the drawing into SVG."""
+
+
+# exercises and grading
+class AnswerError(TracekitError):
+    """The answer cannot be checked (missing, wrong kind): the message says what to do."""
+
+
+class SubmissionError(TracekitError, ValueError):
+    """The file cannot be graded as a notebook (empty, corrupt, too big, not a regular file, or
+    no recognisable exercise): the message says what to fix."""
+
+
+class IsolationError(TracekitError, RuntimeError):
+    """The machine cannot isolate submissions as this run requires: the message says what to do."""
+
+
+class AutograderError(TracekitError, RuntimeError):
+    """The autograder bundle cannot be built here (for example: not a source checkout of tracekit)."""

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from .capture import trace as trace_graph
 from .model import Residual, Storage, Trace
+from .record import trace as trace_graph
 from .render.table import Table
 from .storage import format_bytes, storage_key
 from .transformer import SAVED_BY, SLOT_OF, GPTBlock

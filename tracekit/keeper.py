@@ -1,4 +1,5 @@
-"""Safe teardown for very deep graphs that tracekit has walked.
+"""Garbage-collector care: safe teardown for very deep graphs that tracekit has walked, and
+pausing the cycle collector while tracekit makes many small objects.
 
 Since PyTorch moved autograd nodes to intrusive_ptr (2.13), a node that Python has
 touched is owned through its Python wrapper, and freeing a long chain of such nodes
@@ -12,10 +13,12 @@ nodes. Shallow graphs (the usual case) are not touched.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import gc
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 DEEP = 20_000  # graphs with fewer nodes than this free safely on their own
@@ -55,6 +58,18 @@ def sweep() -> None:
 def pending() -> int:
     """How many kept nodes are still waiting to be released (for tests)."""
     return sum(len(c) for c in _chains)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cycle collector while making many small objects (it would rescan them all)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _on_gc(phase: str, info: dict[str, Any]) -> None:

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .capture import capture
+from .record import capture
+
+USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
 
 OFFSET = 0.5  # z = w·x − 0.5
 START_X, START_W = 0.0, 0.0

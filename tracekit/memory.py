@@ -13,17 +13,13 @@ from typing import Any
 
 import torch
 
-from .errors import TracekitError
+from .errors import DeviceUnavailableError, TracekitError
 
 NO_CUDA = "CUDA is not available on this machine: nothing was run on it."
 # A CPU mark allocates and frees a uint8 tensor of a unique size: the allocator's own event
 # stream then says exactly where the mark falls (op and memory timestamps can be skewed).
 _SENTINEL = 1_000_003
 _CUDA_SENTINEL = 512  # CUDA rounds sizes to 512-byte blocks: mark i allocates 512 × (i + 1) bytes
-
-
-class DeviceUnavailableError(TracekitError, RuntimeError):
-    """The requested device is not present here."""
 
 
 def check_device(device: str) -> torch.device:

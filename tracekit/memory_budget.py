@@ -69,12 +69,17 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import keeper
-from .capture import _forget_snapshot, _is_leaf_node, _walk, gc_paused
-from .errors import TracekitError
+from .build import is_leaf_node, walk
+from .errors import BudgetInputError
+from .frames import forget_snapshot
+from .keeper import gc_paused
 from .memory import AllocationStream, Measurement, _quiet_stderr, check_device, measure
+from .model import Status
 from .render.table import _aligned
-from .saved import LIVE, released, saved_slots
+from .saved import released, saved_slots
 from .storage import allocated_bytes, format_bytes
+
+USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
 
 CATEGORIES = (
     "parameters", "gradients", "optimizer state", "saved activations",
@@ -119,10 +124,6 @@ META_SOURCE = ("predicted on the meta device, nothing run on data: each storage 
 def _device(name: str) -> torch.device:
     """The device to budget on: cpu or cuda (measured), or meta (predicted without data)."""
     return torch.device("meta") if torch.device(name).type == "meta" else check_device(name)
-
-
-class BudgetInputError(TracekitError, TypeError):
-    """budget() was given a model, batch, loss or step it cannot run."""
 
 
 @dataclass
@@ -549,7 +550,7 @@ class _Recorder(TorchFunctionMode):
                         if tensors:
                             found.extend(tensors)
                             holding.append(name)
-                _forget_snapshot(f, scope)
+                forget_snapshot(f, scope)
                 _forget_containers(f, scope, holding)
                 del scope
         return found
@@ -575,8 +576,8 @@ class _Recorder(TorchFunctionMode):
         self.passes += 1
         n = self.passes
         self.frame_held = self._frame_tensors()  # the caller's frames wait, unchanged, while backward runs
-        nodes = _walk([r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None])
-        keeper.keep(sorted((g for g in nodes if not _is_leaf_node(g)), key=lambda g: g._sequence_nr()))
+        nodes = walk([r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None])
+        keeper.keep(sorted((g for g in nodes if not is_leaf_node(g)), key=lambda g: g._sequence_nr()))
         self._collect_saved(nodes)  # in its own frame: no saved value outlives the call
         self.mark("after forward", n)
         handles = [node.register_prehook(self._rule_hook(node, n)) for node in nodes]
@@ -598,11 +599,11 @@ class _Recorder(TorchFunctionMode):
     def _collect_saved(self, nodes: list[Any]) -> None:
         """Remember (node, slot, storage pointer, bytes) of every tensor the graph saved on the device."""
         for node in nodes:
-            if _is_leaf_node(node):
+            if is_leaf_node(node):
                 continue
             for s in saved_slots(node):
                 t = s.tensor
-                if s.status == LIVE and t is not None and t.layout == torch.strided and t.device == self.device:
+                if s.status is Status.LIVE and t is not None and t.layout == torch.strided and t.device == self.device:
                     storage = t.untyped_storage()
                     if storage.nbytes():
                         self.saved.append((node, s.slot, _key(storage),
@@ -618,7 +619,7 @@ class _Recorder(TorchFunctionMode):
 
     def _rule_hook(self, node: Any, backward_pass: int) -> Callable[[Any], None]:
         name = node.name()
-        if _is_leaf_node(node):
+        if is_leaf_node(node):
             var = node.variable
             name += f" ({self.names.get(_key(var.untyped_storage()), 'leaf')})"
 

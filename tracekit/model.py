@@ -18,7 +18,35 @@ if TYPE_CHECKING:
     from .render.table import Table
 
 
-class Role(str, Enum):
+class _Words(str, Enum):
+    """An enum whose members are their own words: `str()`, f-strings and `==` use the text."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Status(_Words):
+    """Where autograd stands with one saved value."""
+
+    LIVE = "live"  # held, readable by backward
+    RELEASED = "released"  # autograd dropped it (backward ran without retain_graph)
+    MODIFIED = "modified in place"  # an in-place op changed it after it was saved: backward will refuse
+    NOT_SAVED = "not saved"  # the slot exists but the op did not fill it
+
+
+class HeldIn(_Words):
+    """Where a saved value is kept until backward reads it."""
+
+    GRAPH = "graph"  # by the autograd graph itself
+    HOST = "host (save_on_cpu)"  # copied to CPU memory by torch.autograd.graph.save_on_cpu
+    RECOMPUTED = "recomputed in backward (checkpoint)"  # not kept: torch.utils.checkpoint reruns the forward
+    HOOK = "custom saved-tensor hook"  # packed by the user's own saved_tensors_hooks (see Residual.hook)
+
+
+class Role(_Words):
     """What a value is to autodiff: a leaf that gets a gradient (input or parameter), a
     constant (no gradient), the traced output, or an intermediate made by an op."""
 
@@ -43,8 +71,8 @@ class Residual:
     role: str
     rule: str
     producer: int | str | None = None  # forward node index, or the name of a leaf / input
-    held_in: str = "graph"  # graph, host (save_on_cpu), recomputed in backward (checkpoint), ...
-    status: str = "live"  # live, released, modified in place
+    place: HeldIn = HeldIn.GRAPH  # where the value is kept until backward reads it
+    status: Status = Status.LIVE
     version: int | None = None
     error: str | None = field(default=None, repr=False)
     released_at: int | None = None
@@ -54,6 +82,12 @@ class Residual:
     preview: str | None = None  # the values, for tensors of at most 4 elements (a copy, as text)
     modified_by: list[Mutation] = field(default_factory=list)  # in-place calls seen under capture
     kind: Role = Role.INTERMEDIATE  # the role of the saved value (`role` says it in words)
+    hook: str | None = None  # the unpack hook's qualified name, for HeldIn.HOOK
+
+    @property
+    def held_in(self) -> str:
+        """Where the value is kept, in words (a custom hook is named)."""
+        return self.place.value if self.hook is None else f"{self.place.value} {self.hook}"
 
     @property
     def pinned_nbytes(self) -> int | None:
@@ -67,11 +101,11 @@ class Residual:
 
     def free_point(self) -> str:
         """The lifetime in words: when autograd dropped it and whether its memory went away."""
-        if self.held_in.startswith("recomputed"):
+        if self.place is HeldIn.RECOMPUTED:
             return "not kept: recomputed in backward"
-        if self.status == "released" and self.released_at is None:
+        if self.status is Status.RELEASED and self.released_at is None:
             return "already freed before tracing"
-        if self.status == "modified in place":
+        if self.status is Status.MODIFIED:
             by = ", ".join(str(m) for m in self.modified_by) or "an in-place op"
             return f"modified in place by {by}: saved at version {self.saved_version}, now {self.version}"
         parts = []
@@ -155,17 +189,20 @@ class Trace:
         graph_nodes: list[Any],
         leaves: dict[str, str],
         captured: bool,
+        mutations: list[Mutation] | None = None,
+        leaf_roles: dict[str, Role] | None = None,
+        output_names: list[str | None] | None = None,
     ) -> None:
         self.nodes = nodes
         self.storages = storages
         self.steps: list[Step] = []
         self.leaves = leaves  # leaf label -> description (role, shape, dtype)
-        self.leaf_roles: dict[str, Role] = {}  # leaf label -> its role (set by capture)
-        self.output_names: list[str | None] = []  # the caller's names for the traced outputs
+        self.leaf_roles = leaf_roles or {}  # leaf label -> its role
+        self.output_names = output_names or []  # the caller's names for the traced outputs
         self.captured = captured
         self.retained: bool | None = None  # after backward: whether the graph was kept
         self.error: str | None = None  # PyTorch's message if the observed backward raised
-        self.mutations: list[Mutation] = []  # in-place calls seen under capture
+        self.mutations = mutations or []  # in-place calls seen under capture
         self.without_data: str | None = None  # "meta" or "fake": shapes and bytes only, no values
         self._outputs = outputs
         self._graph_nodes = graph_nodes

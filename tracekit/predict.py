@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .errors import NotObservableError
-from .model import Node, Residual, Storage, Trace
+from .model import HeldIn, Node, Residual, Status, Storage, Trace
 from .render.table import Table
 from .storage import format_bytes, has_data
 
@@ -174,7 +174,7 @@ class Prediction:
 
     def free_point(self, r: Residual) -> str:
         """The predicted lifetime in words, e.g. `released after step 3; freed after step 5 (predicted)`."""
-        if r.held_in.startswith("recomputed"):
+        if r.place is HeldIn.RECOMPUTED:
             return "not kept: recomputed in backward"
         parts = []
         if r in self.released_at:
@@ -220,14 +220,14 @@ def predict_backward(trace: Trace, retain_graph: bool = False) -> Prediction:
     step_of = {node: s for node, s in zip(order, steps)}
     last: dict[Storage, PredictedStep] = {}
     for s in steps:
-        s.released = [r for r in s.node.residuals if r.status == "live" and not r.held_in.startswith("recomputed")]
+        s.released = [r for r in s.node.residuals if r.status is Status.LIVE and r.place is not HeldIn.RECOMPUTED]
         for r in s.released:
             if r.storage is not None:
                 last[r.storage] = s
     for storage in trace.storages:
         if _holder(storage) is not None or storage not in last:
             continue
-        if any(r.status != "live" or r.node not in step_of for r in storage.residuals):
+        if any(r.status is not Status.LIVE or r.node not in step_of for r in storage.residuals):
             continue
         last[storage].freed.append(storage)
     return Prediction(trace, steps, False)

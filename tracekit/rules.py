@@ -9,6 +9,7 @@ shows at a glance whether a rule needs an input (`self`) or the output (`result`
 
 from __future__ import annotations
 
+import functools
 import re
 
 RULES: dict[str, dict[str, str]] = {
@@ -96,3 +97,42 @@ def slots_read(formula: str, slots: set[str]) -> list[str]:
         if name in slots and name not in seen:
             seen.append(name)
     return seen
+
+
+@functools.cache
+def _reads(node_name: str, n_inputs: int, slots: frozenset[str]) -> tuple[tuple[str, str, tuple[str, ...]], ...] | None:
+    """The one join of rules and slots: (input name, formula, saved slots it reads) per input."""
+    table = input_rules(node_name, n_inputs)
+    if table is None:
+        return None
+    return tuple((name, formula, tuple(slots_read(formula, set(slots)))) for name, formula in table)
+
+
+@functools.cache
+def rules_by_slot(node_name: str, n_inputs: int, slots: frozenset[str]) -> dict[str, str] | None:
+    """slot -> the gradient formulas that read it (`grad_self = grad * other; ...`), or None
+    if the node is not in the table. `slots`: the node's saved slot names, without indices."""
+    reads = _reads(node_name, n_inputs, slots)
+    if reads is None:
+        return None
+    by_slot: dict[str, list[str]] = {}
+    for name, formula, read in reads:
+        for slot in read:
+            by_slot.setdefault(slot, []).append(f"grad_{name} = {formula}")
+    return {slot: "; ".join(found) for slot, found in by_slot.items()}
+
+
+def rule_text(slot: str, by_slot: dict[str, str] | None) -> str:
+    """What reads one saved slot (`tensors[1]` is read as `tensors`), in words."""
+    if by_slot is None:
+        return NOT_DESCRIBED
+    return by_slot.get(slot.partition("[")[0]) or "saved, not read by the rules described"
+
+
+@functools.lru_cache(maxsize=4096)
+def slots_read_for(node_name: str, needed: tuple[bool, ...], slots: tuple[str, ...]) -> frozenset[str]:
+    """Which of these slots (`self`, `tensors[1]`, ...) the rule reads when only the gradients
+    of the `needed` inputs are wanted."""
+    reads = _reads(node_name, len(needed), frozenset(s.partition("[")[0] for s in slots)) or ()
+    read = {slot for (_, _, r), need in zip(reads, needed) if need for slot in r}
+    return frozenset(s for s in slots if s.partition("[")[0] in read)

@@ -9,17 +9,13 @@ could recompute a checkpointed forward or copy an offloaded value back.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-LIVE, RELEASED, MODIFIED, NOT_SAVED = "live", "released", "modified in place", "not saved"
-IN_GRAPH = "graph"
-ON_HOST = "host (save_on_cpu)"
-RECOMPUTED = "recomputed in backward (checkpoint)"
-
-_SLOTS_BY_TYPE: dict[type, tuple[list[str], list[str]]] = {}
+from .model import HeldIn, Status
 
 
 @dataclass
@@ -27,10 +23,11 @@ class SavedSlot:
     """One saved tensor slot of one node, as the runtime holds it right now."""
 
     slot: str
-    status: str
+    status: Status
     tensor: torch.Tensor | None  # the value (or its host copy); None when gone or recomputed
-    held_in: str = IN_GRAPH
+    place: HeldIn = HeldIn.GRAPH
     error: str | None = None  # PyTorch's message when reading it failed
+    hook: str | None = None  # the unpack hook's qualified name, for HeldIn.HOOK
 
 
 def is_custom_function(node: Any) -> bool:
@@ -38,32 +35,46 @@ def is_custom_function(node: Any) -> bool:
     return hasattr(node, "_forward_cls")
 
 
-def _slot_names(node: Any) -> tuple[list[str], list[str]]:
-    """(tensor slots, attribute slots) of a built-in node type, cached per type."""
-    kind = type(node)
-    if kind not in _SLOTS_BY_TYPE:
-        names = [a[len("_saved_"):] for a in dir(kind) if a.startswith("_saved_")]
-        names.sort(key=lambda n: (n != "self", n.startswith("result")))  # inputs first, outputs last
-        raw = {a[len("_raw_saved_"):] for a in dir(kind) if a.startswith("_raw_saved_")}
-        _SLOTS_BY_TYPE[kind] = ([n for n in names if n in raw], [n for n in names if n not in raw])
-    return _SLOTS_BY_TYPE[kind]
+@functools.cache
+def slot_names(kind: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(tensor slots, attribute slots) of a built-in node type: the only scan of `_saved_` names."""
+    names = [a[len("_saved_"):] for a in dir(kind) if a.startswith("_saved_")]
+    names.sort(key=lambda n: (n != "self", n.startswith("result")))  # inputs first, outputs last
+    raw = {a[len("_raw_saved_"):] for a in dir(kind) if a.startswith("_raw_saved_")}
+    return tuple(n for n in names if n in raw), tuple(n for n in names if n not in raw)
+
+
+def base_slot(slot: str) -> str:
+    """The slot's name without a list index: `tensors[1]` -> `tensors`."""
+    return slot.partition("[")[0]
+
+
+def raw_slot(node: Any, slot: str) -> Any:
+    """The SavedTensor behind one slot (`tensors[1]` indexes the list), read without unpacking;
+    raises RuntimeError or IndexError when autograd has released a list."""
+    name, _, index = slot.partition("[")
+    raw = getattr(node, "_raw_saved_" + name, None)
+    if index and isinstance(raw, (tuple, list)):
+        raw = raw[int(index.rstrip("]"))]
+    return raw
 
 
 def attributes(node: Any) -> dict[str, Any]:
     """Non-tensor values a node saved (sizes, dims, scalars): shown, never counted as memory."""
     if is_custom_function(node):
         return {k: v for k, v in vars(node).items() if not k.startswith("_")} if hasattr(node, "__dict__") else {}
-    return {name: getattr(node, "_saved_" + name) for name in _slot_names(node)[1]}
+    return {name: getattr(node, "_saved_" + name) for name in slot_names(type(node))[1]}
 
 
-def _hook_kind(hook: Any) -> str:
+def _hook_place(hook: Any) -> tuple[HeldIn, str | None]:
+    """Where a hooked value is kept, and the hook's name when it is the user's own."""
     module = getattr(hook, "__module__", "") or ""
     qualname = getattr(hook, "__qualname__", repr(hook))
     if module.startswith("torch.utils.checkpoint"):
-        return RECOMPUTED
+        return HeldIn.RECOMPUTED, None
     if "save_on_cpu" in qualname:
-        return ON_HOST
-    return f"custom saved-tensor hook {qualname}"
+        return HeldIn.HOST, None
+    return HeldIn.HOOK, qualname
 
 
 def _first_tensor(obj: Any) -> torch.Tensor | None:
@@ -80,26 +91,26 @@ def _first_tensor(obj: Any) -> torch.Tensor | None:
 def _read_raw(node: Any, slot: str, raw: Any, unpack: Any) -> SavedSlot:
     """Read one SavedTensor: unpack plain ones (for grad_fn), never hooked ones."""
     if raw is None:
-        return SavedSlot(slot, NOT_SAVED, None)
+        return SavedSlot(slot, Status.NOT_SAVED, None)
     hook = raw.unpack_hook
     if hook is not None:
-        kind = _hook_kind(hook)
+        place, name = _hook_place(hook)
         packed = raw.data
         if packed is None:
-            return SavedSlot(slot, RELEASED, None, kind)
-        tensor = None if kind == RECOMPUTED else _first_tensor(packed)
-        return SavedSlot(slot, LIVE, tensor, kind)
+            return SavedSlot(slot, Status.RELEASED, None, place, hook=name)
+        tensor = None if place is HeldIn.RECOMPUTED else _first_tensor(packed)
+        return SavedSlot(slot, Status.LIVE, tensor, place, hook=name)
     data = raw.data
     try:
         value = unpack()  # None for a slot the op did not need to fill; raises once released
     except RuntimeError as err:
         text = str(err)
         if data is not None and "modified by an inplace operation" in text:
-            return SavedSlot(slot, MODIFIED, data, error=text)
-        return SavedSlot(slot, RELEASED, None, error=text)
+            return SavedSlot(slot, Status.MODIFIED, data, error=text)
+        return SavedSlot(slot, Status.RELEASED, None, error=text)
     if value is None:
-        return SavedSlot(slot, NOT_SAVED, None)
-    return SavedSlot(slot, LIVE, value)
+        return SavedSlot(slot, Status.NOT_SAVED, None)
+    return SavedSlot(slot, Status.LIVE, value)
 
 
 def released(node: Any, slots: list[str]) -> list[str]:
@@ -112,11 +123,8 @@ def released(node: Any, slots: list[str]) -> list[str]:
         return []
     gone = []
     for slot in slots:
-        name, _, index = slot.partition("[")
         try:
-            raw = getattr(node, "_raw_saved_" + name, None)
-            if index and isinstance(raw, (tuple, list)):
-                raw = raw[int(index.rstrip("]"))]
+            raw = raw_slot(node, slot)
         except (RuntimeError, IndexError):  # a released tensor list refuses to be read at all
             gone.append(slot)
             continue
@@ -131,7 +139,7 @@ def saved_slots(node: Any) -> list[SavedSlot]:
         try:
             raws = node._raw_saved_tensors
         except RuntimeError as err:  # released: PyTorch no longer says how many there were
-            return [SavedSlot("saved_tensors", RELEASED, None, error=str(err))]
+            return [SavedSlot("saved_tensors", Status.RELEASED, None, error=str(err))]
         values, failure = None, None
         if all(raw is None or raw.unpack_hook is None for raw in raws):
             try:
@@ -149,11 +157,11 @@ def saved_slots(node: Any) -> list[SavedSlot]:
             for i, raw in enumerate(raws)
         ]
     out: list[SavedSlot] = []
-    for name in _slot_names(node)[0]:  # self, other, result, ... (PyTorch's own names)
+    for name in slot_names(type(node))[0]:  # self, other, result, ... (PyTorch's own names)
         raw = getattr(node, "_raw_saved_" + name)
         if isinstance(raw, (tuple, list)):
             for i, item in enumerate(raw):
                 out.append(_read_raw(node, f"{name}[{i}]", item, lambda i=i, n=name: getattr(node, "_saved_" + n)[i]))
         else:
             out.append(_read_raw(node, name, raw, lambda n=name: getattr(node, "_saved_" + n)))
-    return [s for s in out if s.status != NOT_SAVED]
+    return [s for s in out if s.status != Status.NOT_SAVED]

@@ -19,10 +19,13 @@ from torch.utils.checkpoint import (
     noop_context_fn,
 )
 
-from .capture import capture, trace
 from .memory import Measurement, check_device, measure, synchronize
+from .model import Status
+from .record import capture, trace
 from .results import ScenarioResult
 from .storage import allocated_bytes, format_bytes, format_exact
+
+USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
 
 N = 4096  # elements in the scenario tensors: 16 KiB of float32
 
@@ -172,7 +175,7 @@ def retain_graph(device: str = "cpu") -> ScenarioResult:
         second_error = _error(y.backward, retain_graph=True)
         probe.mark("after second backward")
         predicted = _predicted(tr.graph_owned_storages(), str(dev)) + allocated_bytes(y.nbytes, str(dev))
-        live_residuals = sum(r.status == "live" for r in tr.residuals)
+        live_residuals = sum(r.status is Status.LIVE for r in tr.residuals)
         del tr, y
         probe.mark("after dropping the graph")
     m = probe.result
@@ -226,7 +229,7 @@ def create_graph(device: str = "cpu") -> ScenarioResult:
         "create_graph", str(dev), facts,
         values={"g_nodes": len(tr_g.nodes), "g_residuals": len(tr_g.residuals), "err_g": err_g, "err_h": err_h,
                 "retain_requires_grad": g2.requires_grad,
-                "retained_live": sum(r.status == "live" for r in tr_y2.residuals)},
+                "retained_live": sum(r.status is Status.LIVE for r in tr_y2.residuals)},
         traces={"g": tr_g, "y_retained": tr_y2},
     )
 
@@ -276,7 +279,7 @@ def inplace(device: str = "cpu") -> ScenarioResult:
     with capture() as cap:
         y = overwrite_saved(a)
     tr = cap.trace(y)
-    residual = next(r for r in tr.residuals if r.status == "modified in place")
+    residual = next(r for r in tr.residuals if r.status is Status.MODIFIED)
     error = _error(lambda: y.backward())
 
     fixes = {}

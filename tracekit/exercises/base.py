@@ -19,11 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import AnswerError
+
 JSON_TYPES = (bool, int, float, str, type(None))
-
-
-class AnswerError(Exception):
-    """The answer cannot be checked (missing, wrong kind): the message says what to do."""
 
 
 class AnswerRaised(Exception):

@@ -28,17 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import TracekitError
+from ..errors import AutograderError
 from .grader import _clamp
 
 CONFIG = "tracekit-autograder.json"
 VENV = "tracekit-venv"  # under AUTOGRADER_ROOT, made by setup.sh
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024  # larger files are reported, not read
 STUDENT = "student"
-
-
-class AutograderError(TracekitError, RuntimeError):
-    """The autograder bundle cannot be built here (for example: not a source checkout of tracekit)."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import TracekitError
+from ..errors import IsolationError
 from ..exercises import IDS, draw_inputs, get, judge_all
 from . import isolation, sandbox
 from .submission import MAX_NOTEBOOK_BYTES, SubmissionError, discover_all, read, read_regular
@@ -44,10 +44,6 @@ MAX_REPORT_BYTES = 8 << 20
 _TRUSTED_LOCK = threading.Lock()  # the judges compute truth with torch: one at a time keeps it simple
 _SAFE_FOLDER = re.compile(r"[\w][\w .@+-]{0,99}")
 _RESERVED = {CSV_NAME.lower(), KEY, "con", "nul"}
-
-
-class IsolationError(TracekitError, RuntimeError):
-    """The machine cannot isolate submissions as this run requires: the message says what to do."""
 
 
 @dataclass(frozen=True)

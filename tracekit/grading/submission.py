@@ -11,17 +11,12 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import TracekitError
+from ..errors import SubmissionError
 from ..exercises import IDS
 
 _CHECK_CALL = re.compile(r"""(?:tk|tracekit)\.check\(\s*["'](ex\d\d)["']""")
 MAX_NOTEBOOK_BYTES = 20 << 20  # a notebook of exercises is a few hundred kB; outputs are not needed
 MAX_DEPTH = 8  # folders below a student's folder that are searched
-
-
-class SubmissionError(TracekitError, ValueError):
-    """The file cannot be graded as a notebook (empty, corrupt, too big, not a regular file, or
-    no recognisable exercise): the message says what to fix."""
 
 
 @dataclass

@@ -16,7 +16,7 @@ from html import escape
 import graphviz
 import numpy as np
 
-from ..model import Node, Residual, Role, Trace
+from ..model import HeldIn, Node, Residual, Role, Status, Trace
 from ..storage import format_bytes, storage_key
 
 FORWARD, REVERSE, RESIDUAL = "#555555", "#1f5fbf", "#d9731a"
@@ -249,7 +249,7 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
         holder = _holder(r)
         colour = HOLDER_COLOUR[holder]
         start = r.node.index
-        if r.held_in.startswith("recomputed") or (r.status == "released" and r.released_at is None):
+        if r.place is HeldIn.RECOMPUTED or (r.status is Status.RELEASED and r.released_at is None):
             end = gone = None
         elif observed:
             end = n + r.released_at if r.released_at is not None else total - 1
@@ -268,7 +268,7 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
             else:
                 cells.append("<td></td>")
         what = _residual_name(r)
-        where = "" if r.held_in == "graph" else f" [{r.held_in}]"
+        where = "" if r.place is HeldIn.GRAPH else f" [{r.held_in}]"
         free = r.free_point() + where
         if not observed:
             free = "predicted: " + _predicted(r, holder, step_at, m)
@@ -279,7 +279,7 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
 
 
 def _predicted(r: Residual, holder: str | Role, step_at: dict[int, int], m: int) -> str:
-    if r.held_in.startswith("recomputed"):
+    if r.place is HeldIn.RECOMPUTED:
         return "not kept: recomputed in backward"
     k = step_at.get(r.node.index, m - 1)
     keeps = {Role.INPUT: "input leaf", Role.PARAMETER: "parameter", Role.OUTPUT: "output", "variable": "a variable"}

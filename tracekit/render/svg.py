@@ -11,11 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TracekitError
-
-
-class RenderError(TracekitError, RuntimeError):
-    """Graphviz could not turn the drawing into SVG."""
+from ..errors import RenderError
 
 
 def renderer() -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from ..model import Residual, Trace
+from ..model import HeldIn, Residual, Trace
 from ..storage import format_bytes
 
 COLUMNS = ("node", "slot", "shape", "dtype", "visible", "pinned", "role", "rule", "free point")
@@ -17,7 +17,7 @@ def _shape(r: Residual) -> str:
 
 def residual_row(r: Residual) -> tuple[str, ...]:
     """One residual as table cells."""
-    where = "" if r.held_in == "graph" else f" [{r.held_in}]"
+    where = "" if r.place is HeldIn.GRAPH else f" [{r.held_in}]"
     return (
         f"#{r.node.index} {r.node.name}",
         r.slot,

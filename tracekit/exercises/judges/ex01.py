@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from ...capture import trace
+from ...record import trace
 from ..ex01 import BINARY
 from .common import as_set, close, parts, table
 

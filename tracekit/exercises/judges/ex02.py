@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ...capture import trace
+from ...record import trace
 from ..ex02 import PROGRAMS
 from .common import as_set, table
 

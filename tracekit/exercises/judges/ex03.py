@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ...capture import trace
+from ...record import trace
 
 
 def truth_slice(case: dict) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ...capture import trace
+from ...record import trace
 from ..ex04 import PROGRAMS, make_f
 from .common import as_set, close, parts, table
 

@@ -1,0 +1,283 @@
+"""Building a trace: walk autograd's graph once and turn what it holds (nodes, saved slots,
+storages) into the passive records of model.py. Nothing here runs while the forward runs."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import deque
+from typing import Any
+
+import torch
+
+from . import keeper, rules
+from .errors import NoHistoryError, NotATensorError
+from .frames import Names
+from .keeper import gc_paused
+from .model import Mutation, Node, Residual, Role, Status, Storage, Trace
+from .predict import annotate_without_data
+from .progress import Progress
+from .saved import SavedSlot, attributes, is_custom_function, saved_slots, slot_names
+from .storage import StorageKey, has_data, storage_key, storage_nbytes, visible_nbytes, weak_storage
+
+NO_SEQUENCE = 2**64 - 1  # AccumulateGrad nodes carry no forward position
+Sources = dict[int, tuple[str | None, str]]  # a node's sequence number -> (source line, call name)
+_VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
+
+
+def is_leaf_node(node: Any) -> bool:
+    """True for an AccumulateGrad node: the end of the graph at a leaf that gets a gradient."""
+    return hasattr(node, "variable")
+
+
+def op_name(node: Any) -> str:
+    """The forward op behind a backward node: MulBackward0 -> mul, NativeLayerNormBackward0 -> layer_norm."""
+    if is_custom_function(node):
+        return node._forward_cls.__name__
+    return _op_from_name(node.name())
+
+
+@functools.cache
+def _op_from_name(name: str) -> str:
+    base = re.sub(r"Backward\d*$", "", name.split("::")[-1])
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
+    return snake.removeprefix("native_")
+
+
+def walk(roots: list[Any]) -> list[Any]:
+    """Every backward node reachable from roots (iterative: any depth)."""
+    seen: set[Any] = set()
+    order: list[Any] = []
+    todo = deque(roots)
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        order.append(node)
+        todo.extend(n for n, _ in node.next_functions if n is not None and n not in seen)
+    return order
+
+
+def build_trace(
+    outputs: tuple[torch.Tensor, ...],
+    sources: Sources | None,
+    names: Names,
+    mutations: list[Mutation] | None = None,
+    progress: bool | None = None,
+) -> Trace:
+    """Walk the graph once and turn what autograd holds into a Trace."""
+    roots = _check_outputs(outputs)
+    with gc_paused():
+        trace = _Builder(outputs, sources, names, mutations or []).build(roots, progress)
+    annotate_without_data(trace, outputs)
+    return trace
+
+
+def _check_outputs(outputs: tuple[Any, ...]) -> list[Any]:
+    if not outputs:
+        raise NotATensorError("trace() needs at least one tensor: pass the output, e.g. tk.trace(loss).")
+    roots = []
+    for i, out in enumerate(outputs):
+        if not isinstance(out, torch.Tensor):
+            raise NotATensorError(
+                f"output {i} is a {type(out).__name__}, not a torch.Tensor: pass the tensor "
+                "your computation returned, e.g. tk.trace(loss)."
+            )
+        if out.grad_fn is None:
+            what = "a leaf that requires grad" if out.requires_grad else "a tensor that does not require grad"
+            raise NoHistoryError(
+                f"output {i} has no autograd history ({what}): compute it from tensors "
+                "created with requires_grad=True, outside torch.no_grad(), then trace the result."
+            )
+        roots.append(out.grad_fn)
+    return roots
+
+
+class _Builder:
+    """One trace's worth of lookups: leaf labels, storages seen so far, forward positions."""
+
+    def __init__(self, outputs: tuple[torch.Tensor, ...], sources: Sources | None, names: Names,
+                 mutations: list[Mutation]) -> None:
+        self.outputs = outputs
+        self.sources = sources
+        self.names = names
+        self.mutations = mutations
+        self.output_keys = {storage_key(t) for t in outputs}
+        self.leaves: dict[str, str] = {}  # leaf label -> description
+        self.leaf_roles: dict[str, Role] = {}
+        self.label_of: dict[Any, str] = {}  # leaf node -> its label (each leaf is looked up once)
+        self.storages: dict[StorageKey, Storage] = {}
+        self.position: dict[Any, int] = {}
+        self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
+
+    def build(self, roots: list[Any], progress: bool | None) -> Trace:
+        everything = walk(roots)
+        graph_nodes = sorted((n for n in everything if not is_leaf_node(n)), key=lambda n: n._sequence_nr())
+        keeper.keep(graph_nodes)
+        self.position = {n: i for i, n in enumerate(graph_nodes)}
+        # leaves that get gradients: a residual in their storage is theirs (e.g. W.t())
+        self.parameter_keys = {storage_key(n.variable): self.leaf_label(n) for n in everything if is_leaf_node(n)}
+        bar = Progress(len(graph_nodes), "tracing nodes", progress)
+        nodes = []
+        for i, gnode in enumerate(graph_nodes):
+            bar.update(i)
+            nodes.append(self.node(gnode, i))
+        bar.close()
+        output_names = [self.names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
+                        for t in self.outputs]
+        return Trace(nodes, list(self.storages.values()), self.outputs, graph_nodes, self.leaves,
+                     self.sources is not None, mutations=list(self.mutations), leaf_roles=self.leaf_roles,
+                     output_names=output_names)
+
+    def leaf_label(self, leaf_node: Any) -> str:
+        """The user's name for a leaf (`W`, `model.fc.weight`), else `leaf0`, `leaf1`, ..."""
+        label = self.label_of.get(leaf_node)
+        if label is not None:
+            return label
+        var = leaf_node.variable
+        label, named_param = self.names.get(storage_key(var), (None, False))
+        label = label or f"leaf{len(self.leaves)}"
+        if label not in self.leaves:
+            role = _leaf_role(var, named_param)
+            self.leaf_roles[label] = role
+            self.leaves[label] = f"{role.value} {tuple(var.shape)} {_dtype_text(var.dtype)}"
+        self.label_of[leaf_node] = label
+        return label
+
+    def node(self, gnode: Any, i: int) -> Node:
+        """One forward op with its residuals."""
+        position = self.position
+        where, call = self.sources.get(gnode._sequence_nr(), (None, None)) if self.sources else (None, None)
+        inputs = tuple(position[n] if n in position else self.leaf_label(n)
+                       for n, _ in gnode.next_functions if n is not None)
+        by_slot = _rules_of(type(gnode), gnode.name(), len(gnode.next_functions))
+        node = Node(gnode.name(), op_name(gnode), i, where, call, inputs,
+                    attributes=attributes(gnode), described=by_slot is not None)
+        node.residuals = [self.residual(node, gnode, saved, by_slot) for saved in saved_slots(gnode)]
+        return node
+
+    def residual(self, node: Node, gnode: Any, saved: SavedSlot, by_slot: dict[str, str] | None) -> Residual:
+        """One saved tensor: its size, storage, role and the rule that reads it."""
+        t = saved.tensor
+        key = storage_key(t) if t is not None and t.layout == torch.strided else None
+        role, producer, kind = self.role(saved.slot, t, gnode, key)
+        storage = self.storage(key, t) if key is not None else None
+        version, saved_version, modified_by = t._version if t is not None else None, None, []
+        if saved.status is Status.MODIFIED:
+            version, saved_version, modified_by = self.modification(saved.error or "", key, version)
+        residual = Residual(
+            node=node, slot=saved.slot,
+            shape=tuple(t.shape) if t is not None else None,
+            dtype=_dtype_text(t.dtype) if t is not None else None,
+            device=_device_text(t.device) if t is not None else None,
+            nbytes=visible_nbytes(t) if t is not None else None,
+            storage=storage, role=role, producer=producer,
+            rule=rules.rule_text(saved.slot, by_slot),
+            place=saved.place, hook=saved.hook, status=saved.status,
+            version=version, saved_version=saved_version, modified_by=modified_by,
+            preview=_preview(t), error=saved.error, kind=kind,
+        )
+        if storage is not None:
+            storage.residuals.append(residual)
+        return residual
+
+    def storage(self, key: StorageKey, t: torch.Tensor) -> Storage:
+        """The allocation behind a residual, made once per allocation."""
+        storage = self.storages.get(key)
+        if storage is not None:
+            return storage
+        parameter_keys = self.parameter_keys
+        var, is_param = self.names.get(key, (parameter_keys.get(key), key in parameter_keys))
+        is_param = is_param or key in parameter_keys or (t.is_leaf and t.requires_grad)
+        leaf_label = parameter_keys.get(key)
+        leaf_role = self.leaf_roles.get(leaf_label) if leaf_label is not None else None
+        if leaf_role is None and t.is_leaf and t.requires_grad:
+            leaf_role = _leaf_role(t, is_param)
+        storage = self.storages[key] = Storage(
+            key, storage_nbytes(t), str(t.device), names=(var,) if var else (), is_parameter=is_param,
+            is_output=key in self.output_keys, weak=weak_storage(t), leaf_role=leaf_role,
+        )
+        return storage
+
+    def modification(self, error: str, key: StorageKey | None,
+                     version: int | None) -> tuple[int | None, int | None, list[Mutation]]:
+        """(version now, version when saved, the in-place calls that bumped it): the versions from
+        PyTorch's own message, the calls from what capture saw."""
+        saved_version = None
+        found = _VERSIONS.search(error)
+        if found:
+            version, saved_version = int(found.group(1)), int(found.group(2))
+        return version, saved_version, [m for m in self.mutations if m.storage == key] if key else []
+
+    def role(self, slot: str, t: torch.Tensor | None, gnode: Any,
+             key: StorageKey | None) -> tuple[str, int | str | None, Role]:
+        """(the role in words, who produced the value, the Role)."""
+        position = self.position
+        if t is None:
+            return "unknown (not held)", None, Role.INTERMEDIATE
+        if t.grad_fn is not None and t.grad_fn is not gnode and t.grad_fn not in position and t._version > 0:
+            return "modified in place after it was saved", None, Role.INTERMEDIATE
+        var, is_param = self.names.get(key, (None, False)) if key is not None else (None, False)
+        producer = t.grad_fn
+        made = Role.OUTPUT if key in self.output_keys else Role.INTERMEDIATE
+        if producer is gnode or slot.startswith("result"):
+            return f"output of #{position[gnode]} {gnode.name()} (this node)", position[gnode], made
+        if producer is None:
+            if t.requires_grad or is_param or isinstance(t, torch.nn.Parameter):
+                role = _leaf_role(t, is_param)
+                label = var or self.parameter_keys.get(key) if key is not None else var
+                return (f"{role.value} {var}" if var else role.value), label or role.value, role
+            if var:
+                return f"constant {var}", var, Role.CONSTANT
+            if is_custom_function(gnode):  # made inside a custom/compiled forward, which ran without grad
+                return "made inside the function's forward", None, Role.INTERMEDIATE
+            return "constant (no grad)", "constant", Role.CONSTANT
+        if producer in position:
+            return f"output of #{position[producer]} {producer.name()}", position[producer], made
+        return "intermediate (made outside the traced graph)", None, Role.INTERMEDIATE
+
+
+def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
+    """PARAMETER for an nn.Parameter or a module's named parameter, else INPUT (a leaf with grad)."""
+    return Role.PARAMETER if named_parameter or isinstance(t, torch.nn.Parameter) else Role.INPUT
+
+
+@functools.cache
+def _rules_of(kind: type, name: str, n_inputs: int) -> dict[str, str] | None:
+    """slot -> the formulas that read it, for a node type (None: not in the rule table)."""
+    if name not in rules.RULES:
+        return None
+    return rules.rules_by_slot(name, n_inputs, frozenset(slot_names(kind)[0]))
+
+
+_DTYPE_TEXT: dict[torch.dtype, str] = {}
+_DEVICE_TEXT: dict[torch.device, str] = {}
+
+
+def _dtype_text(dtype: torch.dtype) -> str:
+    """`float32` for torch.float32 (cached: str() of a dtype is slow next to a dict lookup)."""
+    text = _DTYPE_TEXT.get(dtype)
+    if text is None:
+        text = _DTYPE_TEXT[dtype] = str(dtype).removeprefix("torch.")
+    return text
+
+
+def _device_text(device: torch.device) -> str:
+    """`cpu`, `cuda:0` (cached like _dtype_text)."""
+    text = _DEVICE_TEXT.get(device)
+    if text is None:
+        text = _DEVICE_TEXT[device] = str(device)
+    return text
+
+
+def _preview(t: torch.Tensor | None) -> str | None:
+    """The values of a small tensor as text (kept as text, so the trace holds no tensor)."""
+    if t is None or t.numel() > 4 or t.layout != torch.strided or not has_data(t):
+        return None
+    try:
+        values = t.detach().reshape(-1).tolist()
+    except RuntimeError:  # e.g. a real scalar read while a FakeTensorMode is active
+        return None
+    text = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in values)
+    return text if t.dim() == 0 else f"[{text}]"

@@ -1,0 +1,90 @@
+"""Where the user is: the source line of a torch call, and the names the user's code gives to
+tensors and parameters. tracekit's own frames and torch's are skipped; a tracekit module that
+runs user-level programs (a scenario, the CLI, the lab) says so with `USER_LEVEL = True`."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import sys
+from types import FrameType
+from typing import Any
+
+import torch
+
+from .storage import StorageKey, storage_key
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_OWN_DIR = os.path.dirname(__file__)
+_SKIP: dict[str, bool] = {}  # file name -> whether its frames are torch's or tracekit's own
+_LABEL: dict[str, str] = {}  # file name -> how a source line is labelled
+_NOTEBOOK_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
+
+Names = dict[StorageKey, tuple[str, bool]]  # storage -> (the user's name, whether it is a parameter)
+
+
+def _skipped(frame: FrameType) -> bool:
+    name = frame.f_code.co_filename
+    skip = _SKIP.get(name)
+    if skip is None:
+        internal = name.startswith(_OWN_DIR) and not frame.f_globals.get("USER_LEVEL", False)
+        skip = _SKIP[name] = internal or name.startswith((_TORCH_DIR, "<frozen"))
+    return skip
+
+
+def user_frame(depth: int = 2) -> FrameType | None:
+    """The innermost frame, from `depth` frames above this call, that is neither torch's nor
+    tracekit's: where the user's line is."""
+    frame: FrameType | None = sys._getframe(depth)
+    known = _SKIP
+    while frame is not None:
+        skip = known.get(frame.f_code.co_filename)
+        if not (_skipped(frame) if skip is None else skip):
+            break
+        frame = frame.f_back
+    return frame
+
+
+def where(frame: FrameType | None) -> str | None:
+    """`file.py:12`; in a notebook cell `cell:12` (the kernel's file names change every run)."""
+    if frame is None:
+        return None
+    name = frame.f_code.co_filename
+    label = _LABEL.get(name)
+    if label is None:
+        cell = _NOTEBOOK_CELL.search(name) or name.startswith("<ipython-input")
+        label = _LABEL[name] = "cell" if cell else os.path.basename(name)
+    return f"{label}:{frame.f_lineno}"
+
+
+def caller_names() -> Names:
+    """Names the user's code gives to tensors and parameters: storage key -> (name, is a parameter:
+    an nn.Parameter or a module's named parameter)."""
+    names: Names = {}
+    frame = user_frame(3)
+    if frame is None:
+        return names
+    local_scope = frame.f_locals
+    for scope in (local_scope, frame.f_globals):
+        for var, value in list(scope.items()):
+            if var.startswith("_"):
+                continue
+            if isinstance(value, torch.Tensor) and value.layout == torch.strided:
+                names.setdefault(storage_key(value), (var, isinstance(value, torch.nn.Parameter)))
+            elif isinstance(value, torch.nn.Module):
+                for pname, p in value.named_parameters():
+                    names.setdefault(storage_key(p), (f"{var}.{pname}", True))
+    forget_snapshot(frame, local_scope)
+    return names
+
+
+def forget_snapshot(frame: FrameType, scope: dict[str, Any]) -> None:
+    """Before Python 3.13, reading a function frame's f_locals leaves a dict on the frame that
+    keeps every local alive (a `del y` would no longer free y's graph). Drop the tensors
+    and modules from that snapshot so tracing never extends a lifetime. (3.13+ returns a
+    write-through proxy: nothing to drop, and deleting would delete the variable.)"""
+    if sys.version_info >= (3, 13) or not frame.f_code.co_flags & inspect.CO_OPTIMIZED or scope is frame.f_globals:
+        return
+    for var in [k for k, v in scope.items() if isinstance(v, (torch.Tensor, torch.nn.Module))]:
+        del scope[var]
