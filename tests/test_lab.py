@@ -1,9 +1,16 @@
 """The sigmoid-neuron lab: its logic, and its widget driven without a browser."""
 
+import re
+
 import pytest
 
 import tracekit as tk
 from tracekit.lab import SigmoidNeuron, lab_html
+
+
+def _rows(page: str) -> list[tuple[str, ...]]:
+    """The cells of every table row in the lab's HTML, as text."""
+    return [tuple(re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", tr)) for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", page)]
 
 
 def test_reset_is_a_fixed_start_and_both_inputs_are_required():
@@ -58,7 +65,7 @@ def test_predict_asks_first_then_shows_the_tape_value_and_the_difference():
     assert rows == {"z": (1.4, 1.5, -0.1), "y": (0.8, 0.8176, -0.0176)}
     assert "your z = 1.4   tape z = 1.5000   difference -0.1000" in m.text()
     page = lab_html(m)
-    assert "<td>1.4</td><td>1.5000</td><td>-0.1000</td>" in page
+    assert ("z", "1.4", "1.5000", "-0.1000") in _rows(page)
     assert m.predict(dydx=0.3) and [k for k, *_ in m.comparison()] == ["dy/dx"]
     assert round(m.comparison()[0][3], 4) == round(0.3 - 0.2983, 4)
 
@@ -109,8 +116,8 @@ def test_widget_buttons_and_inputs_without_a_browser():
     assert "could not read your y" in lab.view.value
     lab.guess["z"].value, lab.guess["y"].value = "1.5", "0.8"
     lab.predict_button.click()
-    assert "<td>0.8</td><td>0.8176</td><td>-0.0176</td>" in lab.view.value
-    assert "<td>1.5</td><td>1.5000</td><td>+0.0000</td>" in lab.view.value
+    assert ("y", "0.8", "0.8176", "-0.0176") in _rows(lab.view.value)
+    assert ("z", "1.5", "1.5000", "+0.0000") in _rows(lab.view.value)
     for _ in range(3):
         lab.step_button.click()
     assert lab.model.position == 3
@@ -126,3 +133,15 @@ def test_widget_buttons_and_inputs_without_a_browser():
     bundle = lab._repr_mimebundle_()
     assert bundle["text/plain"].startswith("x = 0 (not set)")
     assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+@pytest.mark.parametrize(("steps", "read"), [(3, []), (4, ["SigmoidBackward0.result"]), (5, []),
+                                             (6, ["MulBackward0.self", "MulBackward0.other"])])
+def test_the_saved_values_the_current_reverse_step_reads_are_highlighted(steps, read):
+    m = SigmoidNeuron()
+    m.set_x(1.0)
+    m.set_w(2.0)
+    for _ in range(steps):
+        m.step()
+    hot = re.findall(r"<tr style='background:#ffe08a'><td[^>]*>([^<]*)</td>", lab_html(m))
+    assert hot == read

@@ -136,6 +136,7 @@ def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def _check(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from .exercises import score_text
     from .grading.grader import Options, grade_notebook
 
     path = Path(args.notebook)
@@ -146,12 +147,7 @@ def _check(args: argparse.Namespace) -> int:
     if part.get("problem"):
         print(f"{path.name}: {part['problem']}")
         return 1
-    print(f"{part['exercise']} · {part['title']}: {part['score']:g} / {part['max_score']} points")
-    for q in part["questions"]:
-        mark = "✓" if q["score"] == q["max_score"] else ("~" if q["score"] else "✗")
-        print(f"  {mark} {q['name']} ({q['score']:g}/{q['max_score']}) {q['prompt']}")
-        if q["score"] < q["max_score"]:
-            print(f"      {q['message']}")
+    print(score_text(part["exercise"], part["title"], part["score"], part["max_score"], part["questions"]))
     for note in part["sandbox"]["notes"]:
         print(f"  note: {note}")
     return 0

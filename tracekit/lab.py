@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from .record import capture
+from .render.table import HIGHLIGHT, html_table
 
 USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
 
@@ -295,23 +296,19 @@ def lab_html(m: SigmoidNeuron) -> str:
         parts.append(f"<p class='lab-message'>{e(m.message)}</p>{caveat}</div>")
         return "".join(parts)
     if m.comparison():
-        parts.append("<table class='lab-guesses'><tr><th></th><th>you</th><th>tape</th><th>difference</th></tr>")
-        for k, g, t, d in m.comparison():
-            parts.append(f"<tr><td>{e(k)}</td><td>{g:g}</td><td>{t:.4f}</td><td>{d:+.4f}</td></tr>")
-        parts.append("</table>")
+        guesses = [(k, f"{g:g}", f"{t:.4f}", f"{d:+.4f}") for k, g, t, d in m.comparison()]
+        parts.append(html_table(("", "you", "tape", "difference"), guesses, row_headers=True, css_class="lab-guesses"))
     parts.append(f"<p><b class='lab-z'>z = {m.z:.4f}</b> &nbsp; <b class='lab-y'>y = {m.y:.4f}</b> &nbsp; "
                  f"dy/dx = <span class='lab-dydx'>{m.dydx:.4f}</span> (tape) &nbsp; "
                  f"w·σ(z)·(1−σ(z)) = {m.hand_dydx:.4f} (paper)</p>")
     current = m.steps[m.position - 1] if m.position else None
     reads = set(current.reads) if current and current.lane == "reverse" else set()
-    parts.append("<table><tr><th>saved value</th><th>value</th><th>read by</th></tr>")
-    for slot, value, rule in m.saved:
-        hot = slot.split(".")[-1] in reads and current is not None and slot.startswith(current.title.split(" · ")[-1])
-        style = " style='background:#ffe08a'" if hot else ""
-        parts.append(f"<tr{style}><td>{e(slot)}</td><td>{e(value)}</td><td>{e(rule)}</td></tr>")
-    parts.append("</table><ol class='lab-steps'>")
+    read = {i for i, (slot, _, _) in enumerate(m.saved) if slot.split(".")[-1] in reads
+            and current is not None and slot.startswith(current.title.split(" · ")[-1])}
+    parts.append(html_table(("saved value", "value", "read by"), m.saved, highlight=read))
+    parts.append("<ol class='lab-steps'>")
     for i, s in enumerate(m.steps[: m.position]):
-        style = " style='background:#ffe08a'" if i == m.position - 1 else ""
+        style = f" style='background:{HIGHLIGHT}'" if i == m.position - 1 else ""
         parts.append(f"<li{style}><b>{e(s.lane)}</b> {e(s.title)}: {e(s.detail)}</li>")
     parts.append(f"</ol>{caveat}</div>")
     return "".join(parts)

@@ -53,7 +53,6 @@ What is fed to the model (`batch`):
 from __future__ import annotations
 
 import contextlib
-import html
 import inspect
 import os
 import re
@@ -75,7 +74,8 @@ from .frames import forget_snapshot
 from .keeper import gc_paused
 from .memory import AllocationStream, Measurement, _quiet_stderr, check_device, measure
 from .model import Status
-from .render.table import _aligned
+from .models import seeded_mlp
+from .render.table import aligned, html_table
 from .saved import released, saved_slots
 from .storage import allocated_bytes, format_bytes
 
@@ -196,7 +196,7 @@ class Budget:
     def text(self) -> str:
         """The head lines, each category's definition, and the table (start, peak, end, own peak)."""
         notes = [f"  {c}: {self.notes.get(c, DEFINITIONS[c])}" for c in CATEGORIES]
-        table = _aligned(self._HEADER, self.table_rows(), "  ")
+        table = aligned(self._HEADER, self.table_rows(), "  ")
         return "\n".join(self._head() + ["categories (each byte counted once):"] + notes) + "\n" + table
 
     def __str__(self) -> str:
@@ -205,22 +205,14 @@ class Budget:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        cell = "<td style='text-align:left'>{}</td>"
-        rows = self.table_rows()
-        body = "".join("<tr>" + "".join(cell.format(html.escape(v)) for v in row) + "</tr>" for row in rows)
-        notes = "".join(f"<li><b>{html.escape(c)}</b>: {html.escape(self.notes.get(c, DEFINITIONS[c]))}</li>"
-                        for c in CATEGORIES)
-        head = "<br>".join(html.escape(line) for line in self._head())
-        columns = "".join(f"<th>{html.escape(h)}</th>" for h in self._HEADER)
-        return (f"<table><caption style='text-align:left'>{head}</caption><thead>"
-                f"<tr><td colspan='5' style='text-align:left'><ul style='margin:0'>{notes}</ul></td></tr>"
-                f"<tr>{columns}</tr></thead><tbody>{body}</tbody></table>")
+        definitions = [(c, self.notes.get(c, DEFINITIONS[c])) for c in CATEGORIES]
+        return html_table(self._HEADER, self.table_rows(), "\n".join(self._head()), definitions=definitions)
 
     def figure(self) -> Any:
         """The measured stream as stacked categories, the phases, and the peak where it happened."""
         from .render.figures import budget_figure
 
-        return budget_figure(self)
+        return budget_figure(self, ALLOCATED, _RULE)
 
 
 # ---------------------------------------------------------------- what the batch means
@@ -815,13 +807,7 @@ def _attribute(stream: AllocationStream, observations: list[dict[int, tuple[str,
 def default_setup(device: str | torch.device = "cpu") -> tuple[torch.nn.Module, torch.optim.Optimizer, Any]:
     """A small MLP classifier, Adam and a batch (inputs, class targets): what `budget()` measures
     when given nothing (with cross-entropy as the loss)."""
-    gen = torch.Generator().manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)
-    )
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    model, gen = seeded_mlp((256, 512, 512, 10), torch.nn.GELU, scale=0.05, seed=0)
     model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     inputs = torch.randn(512, 256, generator=gen).to(device)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .memory import NO_CUDA, DeviceUnavailableError, Measurement
 from .model import Trace
-from .render.table import _aligned
+from .render.table import aligned, html_table
 
 
 @dataclass(repr=False)
@@ -27,8 +26,7 @@ class ScenarioResult:
 
     def text(self) -> str:
         """The facts as an aligned two-column table."""
-        rows = [(k, v) for k, v in self.facts.items()]
-        return f"{self.scenario} on {self.device}\n" + _aligned(("fact", "value"), rows, "  ")
+        return f"{self.scenario} on {self.device}\n" + aligned(("fact", "value"), list(self.facts.items()), "  ")
 
     def __str__(self) -> str:
         return self.text()
@@ -36,26 +34,14 @@ class ScenarioResult:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        rows = [(k, (v,)) for k, v in self.facts.items()]
-        return _html_table((self.device,), rows, f"{self.scenario} on {self.device}")
+        return html_table(("", self.device), list(self.facts.items()), f"{self.scenario} on {self.device}",
+                          row_headers=True)
 
     def figure(self) -> Any:
         """A matplotlib figure of the measured memory, where the scenario has one."""
         if self.plot is None:
             raise ValueError(f"scenario {self.scenario!r} reads best as a table: it has no figure")
         return self.plot(self)
-
-
-def _html_table(columns: Sequence[str], rows: list[tuple[str, Sequence[str]]], caption: str) -> str:
-    head = "<th></th>" + "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join(
-        f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-        + "".join(f"<td style='text-align:left'>{html.escape(v)}</td>" for v in vals)
-        + "</tr>"
-        for k, vals in rows
-    )
-    title = f"<caption>{html.escape(caption)}</caption>"
-    return f"<table>{title}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 @dataclass
@@ -101,7 +87,8 @@ class Comparison:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        return _html_table(self.devices, self.rows(), self.scenario)
+        rows = [(name, *cells) for name, cells in self.rows()]
+        return html_table(("", *self.devices), rows, self.scenario, row_headers=True)
 
 
 def compare(

@@ -106,15 +106,21 @@ def check(exercise_id: str, namespace: dict[str, Any] | None = None, seed: int |
         namespace = sys._getframe(1).f_globals
     inputs = draw_inputs(exercise, seed)
     results = judge_all(exercise, probe_all(exercise, namespace, inputs), inputs)
-    total = sum(r["score"] for r in results)
-    print(f"{exercise.id} · {exercise.title}: {total:g} / {exercise.max_score} points")
-    for r in results:
-        mark = "✓" if r["score"] == r["max_score"] else ("~" if r["score"] else "✗")
-        print(f"  {mark} {r['name']} ({r['score']:g}/{r['max_score']}) {r['prompt']}")
-        if r["score"] < r["max_score"] or r["message"] != "correct":
-            print(f"      {r['message']}")
+    print(score_text(exercise.id, exercise.title, sum(r["score"] for r in results), exercise.max_score, results))
     return results
 
 
+def score_text(exercise_id: str, title: str, score: float, max_score: float, questions: list[dict]) -> str:
+    """The score as text: the total, then per question ✓ (full), ~ (partial) or ✗ (none), its points
+    and prompt, and under it the judge's message unless that is a plain "correct"."""
+    lines = [f"{exercise_id} · {title}: {score:g} / {max_score} points"]
+    for q in questions:
+        mark = "✓" if q["score"] == q["max_score"] else ("~" if q["score"] else "✗")
+        lines.append(f"  {mark} {q['name']} ({q['score']:g}/{q['max_score']}) {q['prompt']}")
+        if q["score"] < q["max_score"] or q["message"] != "correct":
+            lines.append(f"      {q['message']}")
+    return "\n".join(lines)
+
+
 __all__ = ["IDS", "STATUSES", "AnswerError", "AnswerRaised", "Exercise", "Question", "check", "draw_inputs",
-           "get", "judge_all", "probe_all"]
+           "get", "judge_all", "probe_all", "score_text"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..model import HeldIn, Residual, Trace
@@ -39,24 +40,61 @@ class Table:
     rows: list[tuple[str, ...]]
 
     def __str__(self) -> str:
-        return _aligned(self.columns, self.rows)
+        return aligned(self.columns, self.rows)
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-        body = "".join(
-            "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(v)}</td>" for v in row) + "</tr>"
-            for row in self.rows
-        )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        return html_table(self.columns, self.rows)
 
 
-def _aligned(columns: tuple[str, ...], rows: list[tuple[str, ...]], indent: str = "") -> str:
+def aligned(columns: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "") -> str:
+    """Columns and rows as plain text, each column padded to its widest cell."""
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
     lines = [indent + "  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
     lines += [indent + "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
     return "\n".join(lines)
+
+
+HIGHLIGHT = "#ffe08a"  # the background of a highlighted row
+
+
+def html_table(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    caption: str | None = None,
+    *,
+    row_headers: bool = False,
+    definitions: Iterable[tuple[str, str]] = (),
+    css_class: str | None = None,
+    highlight: Collection[int] = (),
+) -> str:
+    """An HTML table of text cells, every string escaped and every cell left-aligned.
+
+    `caption`: above the table; one of several lines (split at newlines) is left-aligned.
+    `row_headers`: the first cell of each row is its header. `definitions`: (term, meaning)
+    pairs listed in one full-width row above the column headers. `css_class`: the table's
+    class. `highlight`: indexes of the rows to highlight.
+    """
+    esc = html.escape
+    opening = "<table>" if css_class is None else f"<table class='{esc(css_class)}'>"
+    if caption is not None:
+        lines = caption.split("\n")
+        style = " style='text-align:left'" if len(lines) > 1 else ""
+        opening += f"<caption{style}>{'<br>'.join(esc(line) for line in lines)}</caption>"
+    head = ""
+    terms = "".join(f"<li><b>{esc(term)}</b>: {esc(meaning)}</li>" for term, meaning in definitions)
+    if terms:
+        head += f"<tr><td colspan='{len(columns)}' style='text-align:left'><ul style='margin:0'>{terms}</ul></td></tr>"
+    head += "<tr>" + "".join(f"<th>{esc(c)}</th>" for c in columns) + "</tr>"
+    body = []
+    for i, row in enumerate(rows):
+        cells = [f"<td style='text-align:left'>{esc(v)}</td>" for v in row]
+        if row_headers and cells:
+            cells[0] = f"<th style='text-align:left'>{esc(row[0])}</th>"
+        style = f" style='background:{HIGHLIGHT}'" if i in highlight else ""
+        body.append(f"<tr{style}>{''.join(cells)}</tr>")
+    return f"{opening}<thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def residual_table(trace: Trace) -> Table:
@@ -76,7 +114,7 @@ def trace_text(trace: Trace) -> str:
         (f"#{n.index}", n.op, n.name, n.source or "-", _inputs(n.inputs))
         for n in trace.nodes
     ]
-    out.append(_aligned(("node", "op", "backward", "source", "inputs"), fwd, "  "))
+    out.append(aligned(("node", "op", "backward", "source", "inputs"), fwd, "  "))
     notes: dict[str, list[str]] = {}
     for n in trace.nodes:
         if n.note:
@@ -86,7 +124,7 @@ def trace_text(trace: Trace) -> str:
         out += [f"  {', '.join(where)}: {note}" for note, where in notes.items()]
     out.append("residuals")
     if trace.residuals:
-        out.append(_aligned(COLUMNS, [residual_row(r) for r in trace.residuals], "  "))
+        out.append(aligned(COLUMNS, [residual_row(r) for r in trace.residuals], "  "))
     else:
         out.append("  (none: no rule saved anything)")
     if trace.steps or trace.error:
@@ -102,7 +140,7 @@ def trace_text(trace: Trace) -> str:
             )
             for s in trace.steps
         ]
-        out.append(_aligned(("step", "rule", "used", "released", "freed"), rows, "  "))
+        out.append(aligned(("step", "rule", "used", "released", "freed"), rows, "  "))
         if trace.error:
             out.append(f"  backward raised: {trace.error}")
     else:
