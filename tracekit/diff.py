@@ -113,6 +113,10 @@ class DiffRow:
         ka, kb = self.a.startswith(KEPT), self.b.startswith(KEPT)
         return "both" if ka and kb else "a" if ka else "b" if kb else "neither"
 
+    def on(self, side: str) -> tuple[str, Residual | None]:
+        """What side 'a' or 'b' does with the value, and its residual there."""
+        return (self.a, self.a_residual) if side == "a" else (self.b, self.b_residual)
+
 
 def _state(r: Residual | None) -> str:
     if r is None:
@@ -210,9 +214,9 @@ class TraceDiff:
                 continue
             shape = "?" if r.shape is None else str(tuple(r.shape))
             rows.append((r.what, shape, r.dtype or "?", format_bytes(r.nbytes), r.a, r.b, _where(r.side, a, b)))
-        for name, cache, other in ((a, self.cache_a, "b"), (b, self.cache_b, "a")):
+        for side, name, _, cache in self._sides():
+            cells = (CACHED, ABSENT) if side == "a" else (ABSENT, CACHED)
             for c in cache:
-                cells = (CACHED, ABSENT) if other == "b" else (ABSENT, CACHED)
                 rows.append((f"{c.op} output", str(c.shape), c.dtype, format_bytes(c.nbytes), *cells, f"only {name}"))
         return Table(("value", "shape", "dtype", "bytes", a, b, "kept by"), rows)
 
@@ -239,27 +243,27 @@ class TraceDiff:
         """Two columns, a's kept values left and b's right; a value both keep is joined by an edge."""
         import graphviz
 
-        a, b = self.names
         g = graphviz.Digraph("diff", graph_attr={"rankdir": "LR", "nodesep": "0.08", "ranksep": "1.2"},
                              node_attr={"shape": "box", "fontname": "Helvetica", "fontsize": "9", "style": "filled"})
         rows = [r for r in self.rows if PARAMETER not in (r.a, r.b) and r.side != "neither"][:max_rows]
         colour = {"both": "#e6e6e6", "a": "#f6c89f", "b": "#a9c7f0"}
-        with g.subgraph(name="cluster_a", graph_attr={"label": f"{a}: {format_bytes(self.held_a)}"}) as left:
-            for i, r in enumerate(rows):
-                if r.a.startswith(KEPT):
-                    left.node(f"a{i}", _box(r.a_residual, r), fillcolor=colour[r.side])
-            for j, c in enumerate(self.cache_a):
-                left.node(f"ca{j}", f"{c.op} output\\n{format_bytes(c.nbytes)} (SAC cache)", fillcolor=colour["a"])
-        with g.subgraph(name="cluster_b", graph_attr={"label": f"{b}: {format_bytes(self.held_b)}"}) as right:
-            for i, r in enumerate(rows):
-                if r.b.startswith(KEPT):
-                    right.node(f"b{i}", _box(r.b_residual, r), fillcolor=colour[r.side])
-            for j, c in enumerate(self.cache_b):
-                right.node(f"cb{j}", f"{c.op} output\\n{format_bytes(c.nbytes)} (SAC cache)", fillcolor=colour["b"])
+        for side, name, held, cache in self._sides():
+            with g.subgraph(name=f"cluster_{side}", graph_attr={"label": f"{name}: {format_bytes(held)}"}) as column:
+                for i, r in enumerate(rows):
+                    state, residual = r.on(side)
+                    if state.startswith(KEPT):
+                        column.node(f"{side}{i}", _box(residual, r), fillcolor=colour[r.side])
+                for j, c in enumerate(cache):
+                    column.node(f"c{side}{j}", f"{c.op} output\\n{format_bytes(c.nbytes)} (SAC cache)",
+                                fillcolor=colour[side])
         for i, r in enumerate(rows):
             if r.side == "both":
                 g.edge(f"a{i}", f"b{i}", arrowhead="none", color="#888888")
         return g
+
+    def _sides(self) -> tuple[tuple[str, str, int, list[CachedValue]], ...]:
+        """(side, its name, bytes it holds after forward, its SAC cache) for a, then b."""
+        return (("a", self.names[0], self.held_a, self.cache_a), ("b", self.names[1], self.held_b, self.cache_b))
 
     def svg(self, max_rows: int = 60) -> str:
         """The two-column drawing as SVG (system dot, else the bundled renderer)."""
