@@ -1,4 +1,11 @@
-"""Every lifetime scenario on CPU (and CUDA where present), asserting its real outcome."""
+"""Every lifetime scenario on CPU (and CUDA where present), asserting its real outcome; the
+registry the lessons read; the seeded models drawing exactly what they always drew."""
+
+import ast
+import importlib
+import inspect
+import pathlib
+import pkgutil
 
 import matplotlib
 import pytest
@@ -13,11 +20,20 @@ N = sc.N
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
 MIB = 1 << 20
+NAMES = ["repeated_backward", "retain_graph", "create_graph", "inplace", "recompute", "offload", "app_references",
+         "storage_evidence"]
+
+
+def run(name, device):
+    """Run a scenario the way a lesson reading the registry would, and check what it returns."""
+    r = sc.REGISTRY[name](device)
+    assert isinstance(r, tk.ScenarioResult) and (r.scenario, r.device) == (name, device)
+    return r
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_repeated_backward(device):
-    r = sc.repeated_backward(device)
+    r = run("repeated_backward", device)
     assert r.error.startswith("Trying to backward through the graph a second time")
     assert r.facts["second backward"] == f"RuntimeError: {r.error}"
     assert sorted(r.values["released"]) == [
@@ -30,7 +46,7 @@ def test_repeated_backward(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_retain_graph_measured_bytes_match_prediction(device):
-    r = sc.retain_graph(device)
+    r = run("retain_graph", device)
     assert r.values["second_ok"] and r.values["grad_doubled"]
     assert r.values["live_residuals"] == 3
     expected = N * 4 + 4 if device == "cpu" else N * 4 + 512  # exp's result + y (CUDA: 512-byte blocks)
@@ -40,7 +56,7 @@ def test_retain_graph_measured_bytes_match_prediction(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_create_graph(device):
-    r = sc.create_graph(device)
+    r = run("create_graph", device)
     assert r.values["g_nodes"] >= 4 and r.values["g_residuals"] >= 3
     assert r.values["err_g"] < 1e-5 and r.values["err_h"] < 1e-5
     assert r.values["retain_requires_grad"] is False and r.values["retained_live"] == 3
@@ -49,7 +65,7 @@ def test_create_graph(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_inplace(device):
-    r = sc.inplace(device)
+    r = run("inplace", device)
     kind = "torch.FloatTensor" if device == "cpu" else "torch.cuda.FloatTensor"
     assert "modified by an inplace operation" in r.error and f"[{kind} [8]]" in r.error
     assert "is at version 1; expected version 0" in r.error
@@ -57,7 +73,10 @@ def test_inplace(device):
     assert (v["node"], v["slot"], v["saved_version"], v["version"], v["bumped_by"]) == (
         "SinBackward0", "self", 0, 1, ["add_"]
     )
-    assert r.facts["bumped by"].startswith("add_ at scenarios.py:")
+    # the source line is the user-level program's own `h.add_(1)`, in the scenario's module
+    lines, first = inspect.getsourcelines(sc.overwrite_saved)
+    add_line = first + next(i for i, line in enumerate(lines) if "h.add_(1)" in line)
+    assert r.facts["bumped by"] == f"add_ at inplace.py:{add_line} (version -> 1)"
     assert len(v["fixes"]) == 3
     for diff, h_next_ok in v["fixes"].values():
         assert diff < 1e-6 and h_next_ok
@@ -73,7 +92,7 @@ def test_inplace(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_recompute(device):
-    r = sc.recompute(device)
+    r = run("recompute", device)
     rows = r.values["rows"]
     assert r.values["activations"] == sc.DEPTH * sc.BATCH * sc.WIDTH * 4  # one kept output per block
     assert all(row["max_diff"] == 0.0 for row in rows.values())
@@ -90,7 +109,7 @@ def test_recompute(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_offload(device):
-    r = sc.offload(device)
+    r = run("offload", device)
     rows = r.values["rows"]
     assert all(row["max_diff"] == 0.0 for row in rows.values())
     custom = rows["custom pack/unpack (activations to host)"]
@@ -108,7 +127,7 @@ def test_offload(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_app_references(device):
-    r = sc.app_references(device)
+    r = run("app_references", device)
     rows = r.values["rows"]
     assert rows["history.append(val)"]["growth"] > 100 * 1024
     assert rows["history.append(val.item())"]["growth"] == 0
@@ -119,7 +138,7 @@ def test_app_references(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_storage_evidence(device):
-    r = sc.storage_evidence(device)
+    r = run("storage_evidence", device)
     v = r.values
     assert v["slice_visible"] == 20 and v["slice_pinned"] == 4 * MIB
     assert v["slice_measured"] == v["slice_predicted"]
@@ -169,9 +188,6 @@ def test_scenarios_without_figure_say_so():
 
 
 def test_lessons_show_the_same_source_the_scenarios_run():
-    import inspect
-    import pathlib
-
     import nbformat
 
     root = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
@@ -189,9 +205,121 @@ def test_lessons_show_the_same_source_the_scenarios_run():
 
 
 def test_mlp_loss_variants_give_the_same_gradient():
-    x, ws = sc._mlp(torch.device("cpu"))
+    x, ws = sc.mlp_inputs(torch.device("cpu"))
     grads = []
     for kwargs in ({}, {"every": 4}, {"every": 2, "policy": sc.save_matmuls}, {"every": 8, "policy": sc.save_matmuls}):
         (g,) = torch.autograd.grad(sc.mlp_loss(x, ws[:3] + ws[:1], **kwargs), ws[0])
         grads.append(g)
     assert all(torch.equal(g, grads[0]) for g in grads)
+
+
+def test_registry_lists_every_scenario_in_lesson_order_with_its_source():
+    assert list(sc.REGISTRY) == NAMES
+    for name, entry in sc.REGISTRY.items():
+        fn = getattr(sc, name)
+        assert entry.name == name and entry.function is fn  # tk.scenarios.NAME is the registered function
+        assert fn.__module__ == f"tracekit.scenarios.{name}"  # one module per scenario
+        assert entry.description == fn.__doc__.splitlines()[0]
+        src = sc.source(name)
+        assert src == entry.source() == inspect.getsource(fn)
+        assert src.startswith(f"def {name}(device: str = \"cpu\") -> ScenarioResult:")
+        assert f"ScenarioResult(\"{name}\"" in src.replace("(\n        ", "(")  # it names its own result
+    assert "retain_graph=True" in sc.source("retain_graph") and "h.add_" not in sc.source("retain_graph")
+    with pytest.raises(KeyError, match="no scenario 'retain'; the scenarios are: repeated_backward, retain_graph"):
+        sc.source("retain")
+
+
+def test_each_scenario_module_holds_its_figure_and_is_user_level():
+    figures = {"recompute": "recompute_figure", "offload": "offload_figure", "app_references": "references_figure",
+               "storage_evidence": "storage_figure"}
+    package = pathlib.Path(sc.__file__).parent
+    modules = {m.name for m in pkgutil.iter_modules([str(package)])}
+    assert modules == set(NAMES) | {"common", "programs"}
+    for name in modules:
+        module = importlib.import_module(f"tracekit.scenarios.{name}")
+        assert module.USER_LEVEL is True, name  # frames.py shows source lines inside it
+        if name in figures:
+            assert callable(getattr(module, figures[name]))
+    from tracekit.render import figures as generic
+
+    assert not any(hasattr(generic, f) for f in figures.values())
+    tree = ast.parse(pathlib.Path(generic.__file__).read_text())
+    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not any("memory_budget" in m or "scenarios" in m or "results" in m for m in imported), imported
+
+
+def test_generic_figure_helpers():
+    from tracekit.render.figures import figure_and_axes, unit
+
+    fig, ax = figure_and_axes(4, 2)
+    assert tuple(fig.get_size_inches()) == (4.0, 2.0) and fig.axes == [ax]
+
+    assert unit(MIB - 1) == (1024, "KiB") and unit(MIB) == (MIB, "MiB") and unit(0) == (1024, "KiB")
+
+
+@pytest.fixture
+def global_rng():
+    """Leave the global generator as the test found it (the test below seeds it)."""
+    state = torch.get_rng_state()
+    yield
+    torch.set_rng_state(state)
+
+
+def test_seeded_models_draw_what_the_three_old_setups_drew(global_rng):
+    # the old code, written out: each setup seeded its own generator and drew in this order
+    torch.manual_seed(123)  # nn.Linear's default init draws from the global generator: same state for both
+    gen = torch.Generator().manual_seed(0)
+    x_old = torch.randn(sc.BATCH, sc.WIDTH, generator=gen)
+    ws_old = [torch.randn(sc.WIDTH, sc.WIDTH, generator=gen) / sc.WIDTH**0.5 for _ in range(sc.DEPTH)]
+    x, ws = sc.mlp_inputs(torch.device("cpu"))
+    assert torch.equal(x, x_old) and len(ws) == sc.DEPTH
+    assert all(torch.equal(w, o) and w.requires_grad and w.is_leaf for w, o in zip(ws, ws_old))
+
+    torch.manual_seed(123)
+    gen = torch.Generator().manual_seed(1)
+    old = torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.Tanh(), torch.nn.Linear(128, 1))
+    with torch.no_grad():
+        for p in old.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.1)
+    x_old, x_val_old = torch.randn(64, 128, generator=gen), torch.randn(256, 128, generator=gen)
+    after_old = torch.randn(3)
+    torch.manual_seed(123)
+    model, opt, x, x_val = sc.training_setup("cpu")
+    assert torch.equal(torch.randn(3), after_old)  # the global generator advanced exactly as before
+    assert [type(m) for m in model] == [type(m) for m in old]
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), old.parameters()))
+    assert torch.equal(x, x_old) and torch.equal(x_val, x_val_old)
+    assert isinstance(opt, torch.optim.SGD) and opt.defaults["lr"] == 0.01
+
+    from tracekit.memory_budget import default_setup
+
+    torch.manual_seed(123)
+    gen = torch.Generator().manual_seed(0)
+    old = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 512), torch.nn.GELU(),
+                              torch.nn.Linear(512, 10))
+    with torch.no_grad():
+        for p in old.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    inputs_old = torch.randn(512, 256, generator=gen)
+    targets_old = torch.randint(0, 10, (512,), generator=gen)
+    torch.manual_seed(123)
+    model, optimizer, (inputs, targets) = default_setup("cpu")
+    assert [type(m) for m in model] == [type(m) for m in old]
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), old.parameters()))
+    assert torch.equal(inputs, inputs_old) and torch.equal(targets, targets_old)
+    assert isinstance(optimizer, torch.optim.Adam)
+
+
+def test_seeded_mlp_variants():
+    from tracekit.models import seeded_mlp
+
+    model, gen = seeded_mlp((3, 5, 4, 2), torch.nn.ReLU, scale=2.0, seed=7)
+    assert [type(m).__name__ for m in model] == ["Linear", "ReLU", "Linear", "ReLU", "Linear"]
+    assert [tuple(p.shape) for p in model.parameters()] == [(5, 3), (5,), (4, 5), (4,), (2, 4), (2,)]
+    ref = torch.Generator().manual_seed(7)
+    for p in model.parameters():
+        assert torch.equal(p.detach(), torch.randn(p.shape, generator=ref) * 2.0)
+    assert torch.equal(torch.randn(4, generator=gen), torch.randn(4, generator=ref))  # where the caller goes on
+    single, _ = seeded_mlp((6, 1), torch.nn.Tanh, scale=1.0, seed=7)
+    assert [type(m).__name__ for m in single] == ["Linear"]

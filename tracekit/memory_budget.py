@@ -74,6 +74,7 @@ from .frames import forget_snapshot
 from .keeper import gc_paused
 from .memory import AllocationStream, Measurement, _quiet_stderr, check_device, measure
 from .model import Status
+from .models import seeded_mlp
 from .render.table import aligned, html_table
 from .saved import released, saved_slots
 from .storage import allocated_bytes, format_bytes
@@ -211,7 +212,7 @@ class Budget:
         """The measured stream as stacked categories, the phases, and the peak where it happened."""
         from .render.figures import budget_figure
 
-        return budget_figure(self)
+        return budget_figure(self, ALLOCATED, _RULE)
 
 
 # ---------------------------------------------------------------- what the batch means
@@ -806,13 +807,7 @@ def _attribute(stream: AllocationStream, observations: list[dict[int, tuple[str,
 def default_setup(device: str | torch.device = "cpu") -> tuple[torch.nn.Module, torch.optim.Optimizer, Any]:
     """A small MLP classifier, Adam and a batch (inputs, class targets): what `budget()` measures
     when given nothing (with cross-entropy as the loss)."""
-    gen = torch.Generator().manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 512), torch.nn.GELU(), torch.nn.Linear(512, 10)
-    )
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    model, gen = seeded_mlp((256, 512, 512, 10), torch.nn.GELU, scale=0.05, seed=0)
     model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     inputs = torch.randn(512, 256, generator=gen).to(device)
