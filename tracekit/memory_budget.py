@@ -433,6 +433,17 @@ def _library_frame(frame: Any) -> bool:
     return os.path.normpath(frame.f_code.co_filename).startswith(_LIBRARY_DIRS)
 
 
+@dataclass(eq=False)
+class _SavedValue:
+    """A tensor the running backward's graph saved on the device: where, which storage, its bytes."""
+
+    node: Any
+    slot: str
+    key: int  # the storage's identity (see _key)
+    nbytes: int
+    storage: StorageWeakRef  # to notice when a graph kept by retain_graph lets it go
+
+
 class _Recorder(TorchFunctionMode):
     """Marks the step's phases (backward calls, graph nodes, optimizer and zero_grad) and, at each
     mark, which storage each holder (parameters, gradients, ...) holds."""
@@ -440,8 +451,9 @@ class _Recorder(TorchFunctionMode):
     _BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
-                 held: Any, step: Callable[[], Any]) -> None:
+                 held: Any, step: Callable[[], Any], probe: Any) -> None:
         super().__init__()
+        self.probe = probe  # the allocation stream (measure's probe, or _MetaStream): marks go into it
         self.device = device
         self.optimizer = optimizer
         tensors = list(model.parameters()) + [p for g in optimizer.param_groups for p in g["params"]]
@@ -450,10 +462,9 @@ class _Recorder(TorchFunctionMode):
         self.names = {_key(p.untyped_storage()): n for n, p in model.named_parameters()}
         self.held = held
         self.step = step
-        self.probe: Any = None
         self.labels: list[tuple[str, int]] = []  # (label, backward pass or 0)
         self.observations: list[dict[int, tuple[str, int]]] = []  # per mark: pointer -> (category, bytes)
-        self.saved: list[tuple[Any, str, int, int]] = []  # (node, slot, pointer, bytes) of the running backward
+        self.saved: list[_SavedValue] = []  # what the running backward's graph saved and still holds
         self.retained: dict[int, tuple[StorageWeakRef, int]] = {}  # saved storages of graphs kept by retain_graph
         self.passes = 0
         self.rules = 0
@@ -496,12 +507,9 @@ class _Recorder(TorchFunctionMode):
         refs = self.frame_held if self.frame_held is not None else self._frame_tensors()
         put(_tensors_in([self.held, self._static_refs(), refs]), "application references")
         del refs
-        pending = []
-        for node, slot, ptr, nbytes in self.saved:
-            if not released(node, [slot]):
-                pending.append((node, slot, ptr, nbytes))
-                out.setdefault(ptr, ("saved activations", nbytes))
-        self.saved = pending
+        self.saved = [v for v in self.saved if not released(v.node, [v.slot])]
+        for v in self.saved:
+            out.setdefault(v.key, ("saved activations", v.nbytes))
         for ptr, (weak, nbytes) in list(self.retained.items()):
             if weak.expired():
                 del self.retained[ptr]
@@ -580,16 +588,16 @@ class _Recorder(TorchFunctionMode):
                 h.remove()
             del handles
             if retain:
-                for node, slot, ptr, nbytes in self.saved:
-                    if not released(node, [slot]):
-                        self.retained[ptr] = (self._weak(node, slot), nbytes)
+                for v in self.saved:
+                    if not released(v.node, [v.slot]):
+                        self.retained[v.key] = (v.storage, v.nbytes)
             self.saved = []
             del nodes, roots, bound
             self.mark("after backward", n)
             self.frame_held = None
 
     def _collect_saved(self, nodes: list[Any]) -> None:
-        """Remember (node, slot, storage pointer, bytes) of every tensor the graph saved on the device."""
+        """Remember every tensor the graph saved on the device (node, slot, storage, bytes)."""
         for node in nodes:
             if is_leaf_node(node):
                 continue
@@ -598,16 +606,8 @@ class _Recorder(TorchFunctionMode):
                 if s.status is Status.LIVE and t is not None and t.layout == torch.strided and t.device == self.device:
                     storage = t.untyped_storage()
                     if storage.nbytes():
-                        self.saved.append((node, s.slot, _key(storage),
-                                           allocated_bytes(storage.nbytes(), str(self.device))))
-
-    @staticmethod
-    def _weak(node: Any, slot: str) -> StorageWeakRef:
-        name, _, index = slot.partition("[")
-        value = getattr(node, "_saved_" + name) if name != "saved_tensors" else node.saved_tensors
-        if index:
-            value = value[int(index.rstrip("]"))]
-        return StorageWeakRef(value.untyped_storage())
+                        nbytes = allocated_bytes(storage.nbytes(), str(self.device))
+                        self.saved.append(_SavedValue(node, s.slot, _key(storage), nbytes, StorageWeakRef(storage)))
 
     def _rule_hook(self, node: Any, backward_pass: int) -> Callable[[Any], None]:
         name = node.name()
@@ -705,28 +705,47 @@ def _fill_unreported(stream: AllocationStream, observations: list[dict[int, tupl
                             stream.reserved_at_start), added
 
 
-def _attribute(stream: AllocationStream, observations: list[dict[int, tuple[str, int]]],
-               labels: list[str]) -> tuple[list[int], dict[str, list[int]], list[Moment]]:
-    """Measured bytes after every allocator event, each category's bytes at the same points, and
-    the moment of every mark; the categories add up to the measured bytes everywhere."""
+@dataclass(eq=False)
+class _Allocation:
+    """One allocation live during the step: its bytes, the events that made and freed it, who
+    held it at each mark where it was live, and from that its category at each mark."""
+
+    size: int
+    made: int  # allocator event index; -1 for an allocation older than the step
+    freed: int | None = None
+    holders: dict[int, str | None] = field(default_factory=dict)  # mark -> the holder seen then (None: none)
+    categories: dict[int, str] = field(default_factory=dict)  # mark -> its category from that mark on
+    first_category: str = "unattributed"  # its category before its first mark
+
+    def resolve(self) -> None:
+        """Settle the categories from the holders (see _resolve)."""
+        fallback = "temporary workspaces" if self.made >= 0 and self.freed is not None else "unattributed"
+        self.categories, self.first_category = _resolve(self.holders, fallback)
+
+    def category(self, mark: int) -> str:
+        """Its category between this mark and the next."""
+        return self.categories.get(mark, self.first_category)
+
+
+@dataclass
+class _Ledger:
+    """The step's allocations in stream order: which one each event makes or frees, which are live
+    at each mark, and the measured bytes at the start."""
+
+    by_event: list[_Allocation]
+    live_at_mark: list[list[_Allocation]]
+    start: int
+
+
+def _ledger(stream: AllocationStream, observations: list[dict[int, tuple[str, int]]]) -> _Ledger:
+    """Follow the allocation stream up to the last mark, noting at each mark who holds each live allocation."""
     mark_at = [p for _, p in stream.marks]
-    n = mark_at[-1]  # events after the last mark are not part of the step
-    events = stream.events[:n]
-    sizes: list[int] = []
-    allocated: list[int] = []  # event index, -1 for allocations older than the step
-    freed: list[int | None] = []
-    seen: list[dict[int, str | None]] = []
-    live: dict[int, int] = {}  # pointer -> allocation
-
-    def new(size: int, at: int) -> int:
-        sizes.append(size)
-        allocated.append(at)
-        freed.append(None)
-        seen.append({})
-        return len(sizes) - 1
-
+    events = stream.events[:mark_at[-1]]  # events after the last mark are not part of the step
+    older: list[_Allocation] = []  # allocations made before the step
+    live: dict[int, _Allocation] = {}  # pointer -> the allocation there now
     for ptr, (_, nbytes) in observations[0].items():
-        live[ptr] = new(nbytes, -1)
+        live[ptr] = _Allocation(nbytes, -1)
+        older.append(live[ptr])
     alive = set(live)
     for ptr, d in events:  # frees of allocations made before the step that nothing identified
         if d > 0:
@@ -734,70 +753,69 @@ def _attribute(stream: AllocationStream, observations: list[dict[int, tuple[str,
         elif ptr in alive:
             alive.discard(ptr)
         else:
-            live[ptr] = new(-d, -1)
-    static = None
-    if stream.allocated_at_start is not None:  # CUDA knows the absolute count: the rest is unidentified
-        static = new(0, -1)
-    # pass 1: which allocation each event makes or frees, and who holds each live one at each mark
-    event_of: list[int] = []
-    live_at: list[list[int]] = []
+            live[ptr] = _Allocation(-d, -1)
+            older.append(live[ptr])
+    unidentified = None  # CUDA knows the absolute count: what no storage explains is one allocation
+    if stream.allocated_at_start is not None:
+        unidentified = _Allocation(0, -1)
+    by_event: list[_Allocation] = []
+    live_at_mark: list[list[_Allocation]] = []
     k = 0
-    for i in range(n + 1):
+    for i in range(len(events) + 1):
         while k < len(mark_at) and mark_at[k] == i:
             held = observations[k]
-            for ptr, idx in live.items():
-                h = held.get(ptr)
-                seen[idx][k] = h[0] if h else None
-            live_at.append(list(live.values()) + ([static] if static is not None else []))
+            for ptr, allocation in live.items():
+                holder = held.get(ptr)
+                allocation.holders[k] = holder[0] if holder else None
+            live_at_mark.append(list(live.values()) + ([unidentified] if unidentified is not None else []))
             k += 1
-        if i == n:
+        if i == len(events):
             break
         ptr, d = events[i]
         if d > 0:
             if ptr in live:  # a free the stream missed: the older allocation ends here
-                freed[live[ptr]] = i
-            live[ptr] = idx = new(d, i)
+                live[ptr].freed = i
+            allocation = live[ptr] = _Allocation(d, i)
         else:
-            idx = live.pop(ptr)
-            freed[idx] = i
-            sizes[idx] = -d  # the allocator's own size wins over the storage's
-        event_of.append(idx)
-    start = sum(sizes[idx] for idx in range(len(sizes)) if allocated[idx] == -1)
-    if static is not None:
-        sizes[static] = stream.allocated_at_start - start
+            allocation = live.pop(ptr)
+            allocation.freed = i
+            allocation.size = -d  # the allocator's own size wins over the storage's
+        by_event.append(allocation)
+    start = sum(a.size for a in older)
+    if unidentified is not None:
+        unidentified.size = stream.allocated_at_start - start
         start = stream.allocated_at_start
-    resolved = [
-        _resolve(seen[idx], "temporary workspaces" if allocated[idx] >= 0 and freed[idx] is not None
-                 else "unattributed")
-        for idx in range(len(sizes))
-    ]
-    if static is not None:
-        resolved[static] = ({k: "unattributed" for k in range(len(mark_at))}, "unattributed")
+    for allocation in set(by_event) | set(older):
+        allocation.resolve()
+    return _Ledger(by_event, live_at_mark, start)
 
-    def category(idx: int, k: int) -> str:
-        at, before = resolved[idx]
-        return at.get(k, before)
 
-    # pass 2: the measured bytes and each category's bytes after every event
-    measured = [start] * (n + 1)
+def _attribute(stream: AllocationStream, observations: list[dict[int, tuple[str, int]]],
+               labels: list[str]) -> tuple[list[int], dict[str, list[int]], list[Moment]]:
+    """Measured bytes after every allocator event, each category's bytes at the same points, and
+    the moment of every mark; the categories add up to the measured bytes everywhere."""
+    ledger = _ledger(stream, observations)
+    mark_at = [p for _, p in stream.marks]
+    n = mark_at[-1]
+    events = stream.events[:n]
+    measured = [ledger.start] * (n + 1)
     for i, (_, d) in enumerate(events):
         measured[i + 1] = measured[i] + d
     series = {c: [0] * (n + 1) for c in ALLOCATED}
     moments = []
     for k, pos in enumerate(mark_at):
         totals = dict.fromkeys(ALLOCATED, 0)
-        for idx in live_at[k]:
-            totals[category(idx, k)] += sizes[idx]
+        for allocation in ledger.live_at_mark[k]:
+            totals[allocation.category(k)] += allocation.size
         moments.append(Moment(labels[k], dict(totals), measured[pos], pos))
         for c in ALLOCATED:
             series[c][pos] = totals[c]
         end = mark_at[k + 1] if k + 1 < len(mark_at) else n
         for i in range(pos, end):
-            idx = event_of[i]
-            c = category(idx, k)
-            totals[c] += sizes[idx] if events[i][1] > 0 else -sizes[idx]
-            for name in ALLOCATED:
-                series[name][i + 1] = totals[name]
+            allocation = ledger.by_event[i]
+            totals[allocation.category(k)] += allocation.size if events[i][1] > 0 else -allocation.size
+            for c in ALLOCATED:
+                series[c][i + 1] = totals[c]
     return measured, series, moments
 
 
@@ -848,9 +866,18 @@ def budget(
     same categories are predicted from the storages each op makes, for models that do not fit.
     """
     if model is None and optimizer is None and batch is None and step is None:
-        dev = _device(device or "cpu")
-        model, optimizer, batch = default_setup(dev)
+        model, optimizer, batch = default_setup(_device(device or "cpu"))
         loss_fn = loss_fn or torch.nn.functional.cross_entropy
+    dev, run = _step_to_measure(model, optimizer, batch, loss_fn, device, step, accumulate, autocast, set_to_none)
+    rec = _record(model, optimizer, dev, batch, run, warmup)
+    return _assemble(model, dev, rec, "micro-batch" if step is None else "pass")
+
+
+def _step_to_measure(
+    model: Any, optimizer: Any, batch: Any, loss_fn: Callable[..., torch.Tensor] | None, device: str | None,
+    step: Callable[[], Any] | None, accumulate: int, autocast: torch.dtype | None, set_to_none: bool,
+) -> tuple[torch.device, Callable[[], Any]]:
+    """The device and the step to run, after checking budget()'s arguments (BudgetInputError if wrong)."""
     if not isinstance(model, torch.nn.Module):
         raise BudgetInputError(f"model is a {type(model).__name__}, not a torch.nn.Module: pass model and optimizer "
                                f"(or nothing, for the default). {FORMS}")
@@ -871,20 +898,22 @@ def budget(
         if loss_fn is not None or accumulate != 1 or autocast is not None:
             raise BudgetInputError("with step=, the step does its own loss, accumulation and autocast: leave "
                                    "loss_fn, accumulate and autocast unset.")
-        run, held = step, batch
-    else:
-        if batch is None:
-            raise BudgetInputError(f"no batch and no step: pass one. {FORMS}")
-        _split_batch(batch)
-        _check_loss_fn(loss_fn, batch)
-        run = _builtin_step(model, optimizer, batch, loss_fn, accumulate, autocast, set_to_none, dev)
-        held = batch
-    rec = _Recorder(model, optimizer, dev, held, run)
+        return dev, step
+    if batch is None:
+        raise BudgetInputError(f"no batch and no step: pass one. {FORMS}")
+    _split_batch(batch)
+    _check_loss_fn(loss_fn, batch)
+    return dev, _builtin_step(model, optimizer, batch, loss_fn, accumulate, autocast, set_to_none, dev)
+
+
+def _record(model: torch.nn.Module, optimizer: torch.optim.Optimizer, dev: torch.device, held: Any,
+            run: Callable[[], Any], warmup: bool) -> _Recorder:
+    """Run the step (after a warm-up run) under the allocation probe and the recorder's marks."""
     # the warm-up runs under the probe too: the CPU profiler reports the free of an allocation
     # only if it saw the allocation, and the step frees what the previous step left (gradients)
     meta = dev.type == "meta"
     with gc_paused(), (_MetaStream() if meta else measure(dev, allocations=True, collect=False)) as probe:
-        rec.probe = probe
+        rec = _Recorder(model, optimizer, dev, held, run, probe)
         if warmup:
             with _quiet_stderr():  # the CPU allocator warns when it frees memory older than the profiler
                 run()
@@ -897,34 +926,54 @@ def budget(
     if rec.passes == 0:
         raise BudgetInputError("the step ran no backward pass: it must call loss.backward() (or "
                                f"torch.autograd.backward / grad). {FORMS}")
-    labels = _labels(rec.labels, rec.passes, "micro-batch" if step is None else "pass")
-    m = probe.result
-    stream, unreported = (probe.stream() if meta else m.allocations), 0
+    return rec
+
+
+def _assemble(model: torch.nn.Module, dev: torch.device, rec: _Recorder, word: str) -> Budget:
+    """The Budget from what the recorder saw: every byte named, the peak and its breakdown, the notes."""
+    meta = dev.type == "meta"
+    measurement = None if meta else rec.probe.result
+    stream, unreported = (rec.probe.stream() if meta else measurement.allocations), 0
     if dev.type == "cpu":
         stream, unreported = _fill_unreported(stream, rec.observations, rec.gone)
-    live, series, moments = _attribute(stream, rec.observations, labels)
-    reserved = stream.reserved
-    reserve = [0] * len(live)
-    if reserved is not None:
-        reserve = [stream.reserved_at_start - live[0]] + [r - a for r, a in zip(reserved, live[1:])]
-    for mo in moments:
-        mo.bytes["allocator reserve"] = reserve[mo.position]
+    live, series, moments = _attribute(stream, rec.observations, _labels(rec.labels, rec.passes, word))
+    reserve = [0] * len(live)  # the allocator's reserve after each event: reserved − allocated
+    if stream.reserved is not None:
+        reserve = [stream.reserved_at_start - live[0]] + [r - a for r, a in zip(stream.reserved, live[1:])]
+    for moment in moments:
+        moment.bytes["allocator reserve"] = reserve[moment.position]
+    timeline, peak = _with_peak(moments, live, series, reserve)
+    own_peaks = {c: max(series[c]) for c in ALLOCATED}
+    own_peaks["allocator reserve"] = max(reserve)
+    series["allocator reserve"] = reserve
+    source = META_SOURCE if meta else measurement.source
+    if unreported:
+        source += (f"; {unreported} frees of memory allocated before the measurement, which the profiler does "
+                   "not report, placed at the first mark that found them gone")
+    return Budget(str(dev), timeline, peak.live, peak.label, dict(peak.bytes), own_peaks, source, measurement,
+                  live, series, _notes(model, dev))
+
+
+def _with_peak(moments: list[Moment], live: list[int], series: dict[str, list[int]],
+               reserve: list[int]) -> tuple[list[Moment], Moment]:
+    """The timeline with the peak marked, a moment of its own where it falls between two marks."""
     peak_at = max(range(len(live)), key=live.__getitem__)
     timeline = list(moments)
-    same = [mo for mo in moments if mo.position == peak_at]
+    same = [m for m in moments if m.position == peak_at]
     if same:
-        peak_moment = same[-1]
+        peak = same[-1]
     else:
-        k = max(i for i, mo in enumerate(moments) if mo.position < peak_at)
-        before = moments[k]
-        peak_moment = Moment(f"peak, {_phase(before.label, moments[k + 1].label)}",
-                             {c: series[c][peak_at] for c in ALLOCATED}, live[peak_at], peak_at)
-        peak_moment.bytes["allocator reserve"] = reserve[peak_at]
-        timeline.insert(timeline.index(before) + 1, peak_moment)
-    peak_moment.peak = True
-    own = {c: max(series[c]) for c in ALLOCATED}
-    own["allocator reserve"] = max(reserve)
-    series["allocator reserve"] = reserve
+        k = max(i for i, m in enumerate(moments) if m.position < peak_at)
+        peak = Moment(f"peak, {_phase(moments[k].label, moments[k + 1].label)}",
+                      {c: series[c][peak_at] for c in ALLOCATED}, live[peak_at], peak_at)
+        peak.bytes["allocator reserve"] = reserve[peak_at]
+        timeline.insert(timeline.index(moments[k]) + 1, peak)
+    peak.peak = True
+    return timeline, peak
+
+
+def _notes(model: torch.nn.Module, dev: torch.device) -> dict[str, str]:
+    """What each category holds in this budget: the definitions, with this model's and device's specifics."""
     notes = dict(DEFINITIONS)
     buffers = sum(b.untyped_storage().nbytes() for b in model.buffers())
     if buffers:
@@ -932,14 +981,9 @@ def budget(
     if dev.type == "cpu":
         notes["allocator reserve"] = "0 on CPU (no caching allocator); on CUDA reserved − allocated"
         notes["unattributed"] += "; on CPU the step's start is the identified bytes (the allocator reports changes)"
-    if meta:
+    if dev.type == "meta":
         notes["allocator reserve"] = "none on the meta device (no allocator)"
-    source = META_SOURCE if meta else m.source
-    if unreported:
-        source += (f"; {unreported} frees of memory allocated before the measurement, which the profiler does "
-                   "not report, placed at the first mark that found them gone")
-    return Budget(str(dev), timeline, live[peak_at], peak_moment.label, dict(peak_moment.bytes), own, source, m,
-                  live, series, notes)
+    return notes
 
 
 _RULE = re.compile(r"(^|: )backward \d+: ")
