@@ -18,9 +18,8 @@ from .model import Mutation, Node, Residual, Role, Status, Storage, Trace
 from .predict import annotate_without_data
 from .progress import Progress
 from .saved import SavedSlot, attributes, is_custom_function, saved_slots, slot_names
-from .storage import StorageKey, has_data, storage_key, storage_nbytes, visible_nbytes, weak_storage
+from .storage import StorageKey, device_text, has_data, storage_key, storage_nbytes, visible_nbytes, weak_storage
 
-NO_SEQUENCE = 2**64 - 1  # AccumulateGrad nodes carry no forward position
 Sources = dict[int, tuple[str | None, str]]  # a node's sequence number -> (source line, call name)
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 
@@ -118,11 +117,13 @@ class _Builder:
         self.position = {n: i for i, n in enumerate(graph_nodes)}
         # leaves that get gradients: a residual in their storage is theirs (e.g. W.t())
         self.parameter_keys = {storage_key(n.variable): self.leaf_label(n) for n in everything if is_leaf_node(n)}
+        nexts = [g.next_functions for g in graph_nodes]
+        sources = _node_sources(graph_nodes, nexts, self.position, self.sources) if self.sources is not None else None
         bar = Progress(len(graph_nodes), "tracing nodes", progress)
         nodes = []
         for i, gnode in enumerate(graph_nodes):
             bar.update(i)
-            nodes.append(self.node(gnode, i))
+            nodes.append(self.node(gnode, i, nexts[i], sources[i] if sources else (None, None)))
         bar.close()
         output_names = [self.names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
                         for t in self.outputs]
@@ -145,13 +146,13 @@ class _Builder:
         self.label_of[leaf_node] = label
         return label
 
-    def node(self, gnode: Any, i: int) -> Node:
-        """One forward op with its residuals."""
+    def node(self, gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...],
+             source: tuple[str | None, str | None]) -> Node:
+        """One forward op with its residuals (`nexts`: its next_functions; `source`: line and call)."""
         position = self.position
-        where, call = self.sources.get(gnode._sequence_nr(), (None, None)) if self.sources else (None, None)
-        inputs = tuple(position[n] if n in position else self.leaf_label(n)
-                       for n, _ in gnode.next_functions if n is not None)
-        by_slot = _rules_of(type(gnode), gnode.name(), len(gnode.next_functions))
+        where, call = source
+        inputs = tuple(position[n] if n in position else self.leaf_label(n) for n, _ in nexts if n is not None)
+        by_slot = _rules_of(type(gnode), gnode.name(), len(nexts))
         node = Node(gnode.name(), op_name(gnode), i, where, call, inputs,
                     attributes=attributes(gnode), described=by_slot is not None)
         node.residuals = [self.residual(node, gnode, saved, by_slot) for saved in saved_slots(gnode)]
@@ -163,14 +164,14 @@ class _Builder:
         key = storage_key(t) if t is not None and t.layout == torch.strided else None
         role, producer, kind = self.role(saved.slot, t, gnode, key)
         storage = self.storage(key, t) if key is not None else None
-        version, saved_version, modified_by = t._version if t is not None else None, None, []
+        version, saved_version, modified_by = t._version if t is not None else None, None, ()
         if saved.status is Status.MODIFIED:
             version, saved_version, modified_by = self.modification(saved.error or "", key, version)
         residual = Residual(
             node=node, slot=saved.slot,
             shape=tuple(t.shape) if t is not None else None,
             dtype=_dtype_text(t.dtype) if t is not None else None,
-            device=_device_text(t.device) if t is not None else None,
+            device=device_text(t.device) if t is not None else None,
             nbytes=visible_nbytes(t) if t is not None else None,
             storage=storage, role=role, producer=producer,
             rule=rules.rule_text(saved.slot, by_slot),
@@ -201,14 +202,14 @@ class _Builder:
         return storage
 
     def modification(self, error: str, key: StorageKey | None,
-                     version: int | None) -> tuple[int | None, int | None, list[Mutation]]:
+                     version: int | None) -> tuple[int | None, int | None, tuple[Mutation, ...]]:
         """(version now, version when saved, the in-place calls that bumped it): the versions from
         PyTorch's own message, the calls from what capture saw."""
         saved_version = None
         found = _VERSIONS.search(error)
         if found:
             version, saved_version = int(found.group(1)), int(found.group(2))
-        return version, saved_version, [m for m in self.mutations if m.storage == key] if key else []
+        return version, saved_version, tuple(m for m in self.mutations if m.storage == key) if key else ()
 
     def role(self, slot: str, t: torch.Tensor | None, gnode: Any,
              key: StorageKey | None) -> tuple[str, int | str | None, Role]:
@@ -238,6 +239,27 @@ class _Builder:
         return "intermediate (made outside the traced graph)", None, Role.INTERMEDIATE
 
 
+def _node_sources(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]], position: dict[Any, int],
+                  sources: Sources) -> list[tuple[str | None, str | None]]:
+    """(source line, call) of each node, in forward order. The recorder saw each call's output
+    nodes; a node a call made on the way (e.g. the `t` inside `linear`) gets the source of the
+    first call, in forward order, whose outputs lead to it through nodes no earlier call made:
+    consumers run later, so one pass from the last node back settles every node."""
+    n = len(graph_nodes)
+    owner = [-1] * n  # the sequence number of the call output a node belongs to (-1: none seen)
+    seq = [g._sequence_nr() for g in graph_nodes]
+    for i in range(n - 1, -1, -1):
+        mine = seq[i] if seq[i] in sources else owner[i]
+        if mine < 0:
+            continue
+        owner[i] = mine
+        for child, _ in nexts[i]:
+            j = position.get(child) if child is not None else None
+            if j is not None and seq[j] not in sources and (owner[j] < 0 or mine < owner[j]):
+                owner[j] = mine
+    return [sources[o] if o >= 0 else (None, None) for o in owner]
+
+
 def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
     """PARAMETER for an nn.Parameter or a module's named parameter, else INPUT (a leaf with grad)."""
     return Role.PARAMETER if named_parameter or isinstance(t, torch.nn.Parameter) else Role.INPUT
@@ -252,7 +274,6 @@ def _rules_of(kind: type, name: str, n_inputs: int) -> dict[str, str] | None:
 
 
 _DTYPE_TEXT: dict[torch.dtype, str] = {}
-_DEVICE_TEXT: dict[torch.device, str] = {}
 
 
 def _dtype_text(dtype: torch.dtype) -> str:
@@ -263,21 +284,15 @@ def _dtype_text(dtype: torch.dtype) -> str:
     return text
 
 
-def _device_text(device: torch.device) -> str:
-    """`cpu`, `cuda:0` (cached like _dtype_text)."""
-    text = _DEVICE_TEXT.get(device)
-    if text is None:
-        text = _DEVICE_TEXT[device] = str(device)
-    return text
-
-
 def _preview(t: torch.Tensor | None) -> str | None:
     """The values of a small tensor as text (kept as text, so the trace holds no tensor)."""
     if t is None or t.numel() > 4 or t.layout != torch.strided or not has_data(t):
         return None
     try:
-        values = t.detach().reshape(-1).tolist()
+        values = t.tolist()
     except RuntimeError:  # e.g. a real scalar read while a FakeTensorMode is active
         return None
-    text = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in values)
-    return text if t.dim() == 0 else f"[{text}]"
+    if not isinstance(values, list):  # a 0-dim tensor
+        return f"{values:.4g}" if isinstance(values, float) else str(values)
+    flat = t.detach().reshape(-1).tolist() if t.dim() > 1 else values
+    return "[" + ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in flat) + "]"

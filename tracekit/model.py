@@ -57,7 +57,7 @@ class Role(_Words):
     INTERMEDIATE = "intermediate"  # made by an op inside the graph
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Residual:
     """One tensor PyTorch saved for a reverse rule, and what happened to it."""
 
@@ -80,7 +80,7 @@ class Residual:
     held_by: str | None = None
     saved_version: int | None = None  # version counter when saved (known once it changed)
     preview: str | None = None  # the values, for tensors of at most 4 elements (a copy, as text)
-    modified_by: list[Mutation] = field(default_factory=list)  # in-place calls seen under capture
+    modified_by: tuple[Mutation, ...] = ()  # in-place calls seen under capture
     kind: Role = Role.INTERMEDIATE  # the role of the saved value (`role` says it in words)
     hook: str | None = None  # the unpack hook's qualified name, for HeldIn.HOOK
 
@@ -118,7 +118,7 @@ class Residual:
         return "; ".join(parts) if parts else "live (backward not run)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Mutation:
     """An in-place call seen under capture: it bumped the version counter of a storage."""
 
@@ -132,7 +132,7 @@ class Mutation:
         return f"{self.call}{where} (version -> {self.version})"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Node:
     """One forward operation as autograd recorded it (its backward node)."""
 
@@ -148,7 +148,7 @@ class Node:
     note: str | None = None  # e.g. where a meta trace ran another kernel than a real device would
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Storage:
     """One backing allocation that residuals point into, counted once."""
 
@@ -167,7 +167,7 @@ class Storage:
         return self.weak is not None and self.weak.expired()
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Step:
     """One reverse rule as the engine ran it."""
 

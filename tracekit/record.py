@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .build import NO_SEQUENCE, Sources, build_trace
+from .build import Sources, build_trace
 from .errors import NestedCaptureError
 from .frames import caller_names, user_frame, where
 from .model import Mutation, Trace
@@ -37,17 +37,17 @@ class _Recorder(TorchFunctionMode):
         call = getattr(func, "__name__", None) or str(func)
         if isinstance(result, torch.Tensor):  # the common case, without building lists
             fn = result.grad_fn
-            roots = [fn] if fn is not None else []
+            roots = (fn,) if fn is not None else ()
         else:
-            roots = [t.grad_fn for t in _tensors_in(result) if t.grad_fn is not None]
+            roots = tuple(t.grad_fn for t in _tensors_in(result) if t.grad_fn is not None)
         inplace = _INPLACE.get(call)
         if inplace is None:
             inplace = _INPLACE[call] = _is_inplace(call)
         mutated = args[0] if inplace and args and isinstance(args[0], torch.Tensor) else None
         if roots or mutated is not None:
             line = where(user_frame())
-            if roots:
-                _mark_new(roots, self.sources, line, call)
+            for root in roots:  # nodes the call made on the way to its outputs get their source in build.py
+                self.sources.setdefault(root._sequence_nr(), (line, call))
             if mutated is not None and mutated.layout == torch.strided:
                 self.mutations.append(Mutation(call, line, storage_key(mutated), mutated._version))
         return result
@@ -59,18 +59,6 @@ def _tensors_in(value: Any) -> list[torch.Tensor]:
     if isinstance(value, (tuple, list)):
         return [t for v in value for t in _tensors_in(v)]
     return []
-
-
-def _mark_new(roots: list[Any], sources: Sources, line: str | None, call: str) -> None:
-    """Give every node not yet seen, reachable from roots, this call's source."""
-    todo = list(roots)
-    while todo:
-        node = todo.pop()
-        seq = node._sequence_nr()
-        if seq == NO_SEQUENCE or seq in sources:
-            continue
-        sources[seq] = (line, call)
-        todo.extend(n for n, _ in node.next_functions if n is not None)
 
 
 class capture:

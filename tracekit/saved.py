@@ -162,6 +162,15 @@ def saved_slots(node: Any) -> list[SavedSlot]:
         if isinstance(raw, (tuple, list)):
             for i, item in enumerate(raw):
                 out.append(_read_raw(node, f"{name}[{i}]", item, lambda i=i, n=name: getattr(node, "_saved_" + n)[i]))
-        else:
-            out.append(_read_raw(node, name, raw, lambda n=name: getattr(node, "_saved_" + n)))
-    return [s for s in out if s.status != Status.NOT_SAVED]
+            continue
+        if raw is not None and raw.unpack_hook is None:  # the common case: a plain saved tensor
+            try:
+                value = getattr(node, "_saved_" + name)
+            except RuntimeError:  # released or modified in place: _read_raw tells which
+                pass
+            else:
+                if value is not None:
+                    out.append(SavedSlot(name, Status.LIVE, value))
+                continue
+        out.append(_read_raw(node, name, raw, lambda n=name: getattr(node, "_saved_" + n)))
+    return [s for s in out if s.status is not Status.NOT_SAVED]

@@ -16,9 +16,23 @@ def is_fake(t: torch.Tensor) -> bool:
     return fake is not None and isinstance(t, fake.FakeTensor)
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # types that are never fake
+_DEVICE_TEXT: dict[torch.device, str] = {}
+
+
 def has_data(t: torch.Tensor) -> bool:
     """False for tensors that carry no values or memory: on the meta device, or fake."""
-    return t.device.type != "meta" and not is_fake(t)
+    if t.is_meta:
+        return False
+    return type(t) in _PLAIN or not is_fake(t)
+
+
+def device_text(device: torch.device) -> str:
+    """`cpu`, `cuda:0` (cached: str() of a device is slow next to a dict lookup)."""
+    text = _DEVICE_TEXT.get(device)
+    if text is None:
+        text = _DEVICE_TEXT[device] = str(device)
+    return text
 
 
 def storage_key(t: torch.Tensor) -> StorageKey:
@@ -29,7 +43,7 @@ def storage_key(t: torch.Tensor) -> StorageKey:
     stays put while anything holds it)."""
     storage = t.untyped_storage()
     if has_data(t):
-        return (str(t.device), storage.data_ptr())
+        return (device_text(t.device), storage.data_ptr())
     return (f"{t.device} (no data)", storage._cdata)
 
 

@@ -1,0 +1,44 @@
+"""build.py: source lines for the nodes a call makes on the way to its outputs."""
+
+import torch
+
+import tracekit as tk
+
+
+def test_nodes_inside_a_call_get_that_calls_line() -> None:
+    lin = torch.nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    with tk.capture() as cap:
+        y = lin(x)  # linear: a TBackward0 for the weight, then AddmmBackward0
+        z = y.sin()
+    tr = cap.trace(z)
+    by_name = {n.name: n for n in tr.nodes}
+    assert set(by_name) == {"TBackward0", "AddmmBackward0", "SinBackward0"}
+    line = by_name["AddmmBackward0"].source
+    assert line is not None and line.startswith("test_build.py:")
+    assert by_name["TBackward0"].source == line and by_name["TBackward0"].call == "linear"
+    assert by_name["SinBackward0"].source != line and by_name["SinBackward0"].call == "sin"
+
+
+def test_a_node_made_before_capture_takes_the_first_call_that_uses_it() -> None:
+    a = torch.randn(5, requires_grad=True)
+    pre = a * 2  # no source: made outside the capture block
+    with tk.capture() as cap:
+        b = pre.exp()  # the first call that reaches `pre`'s node
+        c = pre.cos() + b
+    tr = cap.trace(c)
+    by_name = {n.name: n for n in tr.nodes}
+    assert by_name["MulBackward0"].call == "exp"
+    assert by_name["MulBackward0"].source == by_name["ExpBackward0"].source
+    assert by_name["CosBackward0"].source != by_name["ExpBackward0"].source
+
+
+def test_many_outputs_share_the_call() -> None:
+    a = torch.randn(6, requires_grad=True)
+    with tk.capture() as cap:
+        parts = a.exp().split([2, 4])
+        y = parts[0].sum() + parts[1].sum()
+    tr = cap.trace(y)
+    split = [n for n in tr.nodes if n.name.startswith("SplitWithSizes")]
+    assert len(split) == 1 and split[0].call == "split"
+    assert {n.call for n in tr.nodes} == {"exp", "split", "sum", "add"}
