@@ -4,6 +4,9 @@
 reference notebooks (solutions/, with these answers) from the same question list.
 """
 
+from tracekit.exercises.ex06 import TRAIN
+from tracekit.exercises.ex10 import rule_cells
+
 SOLUTIONS = {
     "ex01": {
         "q1": '''q1_slots = {
@@ -113,16 +116,8 @@ SOLUTIONS = {
 }''',
     },
     "ex06": {
-        "q1": '''def train(model, x, x_val, steps):
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    history = []
-    for _ in range(steps):
-        opt.zero_grad()
-        model(x).pow(2).mean().backward()
-        opt.step()
-        val = model(x_val).pow(2).mean()
-        history.append(val.item())  # a number, not the graph
-    return history''',
+        "q1": TRAIN.format(diag="val = model(x_val).pow(2).mean()\n        "
+                                "history.append(val.item())  # a number, not the graph", ret="history"),
     },
     "ex07": {
         "q1": '''q1_pack_calls = {
@@ -189,36 +184,11 @@ def loss_fn(x, ws):
     },
 }
 
-SOLUTIONS["ex10"] = {
-    "q1": '''def div_forward(a, b):
-    return a / b, (a, b)  # d/da = 1/b needs b; d/db = -a/b² needs a and b
-
-
-def div_backward(saved, grad):
-    a, b = saved
-    return grad / b, -grad * a / (b * b)
-
-
-div_rule = (div_forward, div_backward)''',
-    "q2": '''def tanh_forward(x):
-    y = torch.tanh(x)
-    return y, (y,)  # tanh' = 1 − tanh²: the output is enough
-
-
-def tanh_backward(saved, grad):
-    (y,) = saved
-    return grad * (1 - y * y)
-
-
-tanh_rule = (tanh_forward, tanh_backward)''',
-    "q3": '''def sin_forward(x):
-    return torch.sin(x), (x,)  # sin' = cos(x): needs the input, not the output
-
-
-def sin_backward(saved, grad):
-    (x,) = saved
-    return grad * torch.cos(x)
-
-
-sin_rule = (sin_forward, sin_backward)''',
-}
+SOLUTIONS["ex10"] = rule_cells({
+    "div": ("return a / b, (a, b)  # d/da = 1/b needs b; d/db = -a/b² needs a and b",
+            "a, b = saved\n    return grad / b, -grad * a / (b * b)"),
+    "tanh": ("y = torch.tanh(x)\n    return y, (y,)  # tanh' = 1 − tanh²: the output is enough",
+             "(y,) = saved\n    return grad * (1 - y * y)"),
+    "sin": ("return torch.sin(x), (x,)  # sin' = cos(x): needs the input, not the output",
+            "(x,) = saved\n    return grad * torch.cos(x)"),
+})

@@ -1,5 +1,6 @@
 """Write the student exercise notebooks (exercises/, stubs only) and the reference
-notebooks (solutions/, answers filled in) from the exercise definitions.
+notebooks (solutions/, answers filled in) from the exercise definitions: every exercise
+module found (`tracekit.exercises.IDS`), its questions' prompts and stubs, and its answers here.
 
     python solutions/build.py
 
@@ -21,74 +22,7 @@ sys.path.insert(0, str(HERE))
 from answers import SOLUTIONS  # noqa: E402
 
 import tracekit.exercises as ex  # noqa: E402
-
-STUBS = {
-    "ex01": {"q3": '''class Sigmoid(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        raise NotImplementedError  # compute σ(x); save one tensor for backward
-
-    @staticmethod
-    def backward(ctx, grad):
-        raise NotImplementedError'''},
-    "ex03": {"q1": '''def pinned_bytes(n, k, dtype):
-    raise NotImplementedError''', "q2": '''def visible_and_pinned(n, dtype):
-    raise NotImplementedError  # return [visible, pinned]'''},
-    "ex04": {"q2": '''def second_derivative(f, x):
-    raise NotImplementedError'''},
-    "ex05": {"q1": '''def fixed(a):
-    # the buggy program: make backward work without changing what it computes
-    h = a * 2
-    y = h.sin()
-    h.add_(1)
-    return y.sum(), h'''},
-    "ex06": {"q1": '''def train(model, x, x_val, steps):
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    history = []
-    for _ in range(steps):
-        opt.zero_grad()
-        model(x).pow(2).mean().backward()
-        opt.step()
-        val = model(x_val).pow(2).mean()  # a diagnostic, never backwarded
-        history.append(val)  # this keeps every step's diagnostic graph alive: fix it
-    return history'''},
-    "ex07": {"q2": '''def pack(t):
-    raise NotImplementedError  # keep t in your store; return a handle that is not a tensor
-
-def unpack(handle):
-    raise NotImplementedError
-
-hooks = (pack, unpack)'''},
-    "ex08": {"q1": '''from tracekit.exercises.ex08 import plain_loss  # the reference model, for comparison
-
-def loss_fn(x, ws):
-    return plain_loss(x, ws)  # same value and gradients, within both budgets'''},
-    "ex09": {"q2": '''def adam_state_bytes(model):
-    raise NotImplementedError'''},
-    "ex10": {name: f'''def {op}_forward({args}):
-    raise NotImplementedError  # return (y, saved): saved = the tensors backward needs
-
-
-def {op}_backward(saved, grad):
-    raise NotImplementedError  # return the gradient{s} from saved and grad only
-
-
-{op}_rule = ({op}_forward, {op}_backward)''' for name, op, args, s in (
-        ("q1", "div", "a, b", "s (grad_a, grad_b)"), ("q2", "tanh", "x", ""), ("q3", "sin", "x", ""))},
-}
-
-NAMES = {
-    "ex01": "ex01_forward_values", "ex02": "ex02_small_trace", "ex03": "ex03_storage",
-    "ex04": "ex04_retention", "ex05": "ex05_inplace", "ex06": "ex06_app_references",
-    "ex07": "ex07_hooks", "ex08": "ex08_checkpoint", "ex09": "ex09_budget", "ex10": "ex10_build_a_tape",
-}
-
-
-def stub(exercise_id: str, question: ex.Question) -> str:
-    """The cell a student starts from: a placeholder for data, a skeleton for code."""
-    if question.name in STUBS.get(exercise_id, {}):
-        return STUBS[exercise_id][question.name]
-    return f"{question.answer} = None  # your answer"
+from tracekit.exercises.base import lesson_link  # noqa: E402
 
 
 def _imports(exercise: ex.Exercise) -> str:
@@ -102,7 +36,7 @@ def notebook(exercise: ex.Exercise, with_answers: bool) -> nbformat.NotebookNode
     cells = [
         new_markdown_cell(
             f"# {exercise.id} · {exercise.title}\n\n"
-            f"Goes with the [lesson `{exercise.lesson}`](../notebooks/{exercise.lesson}.ipynb). Fill in every "
+            f"Goes with the {lesson_link(exercise.lesson)}. Fill in every "
             f"answer cell, run the "
             f"notebook top to bottom, then run the last cell to check yourself. {exercise.max_score} points.\n\n"
             "Your instructor grades the same answers on fresh inputs drawn at grading time, so an answer has "
@@ -119,7 +53,7 @@ def notebook(exercise: ex.Exercise, with_answers: bool) -> nbformat.NotebookNode
         details = f"\n\n{q.details}" if q.details else ""
         cells.append(new_markdown_cell(f"**{q.name}** ({q.points} point{'s' if q.points > 1 else ''}, {kind}): "
                                        f"{q.prompt}.{details}\n\nAnswer in `{q.answer}`."))
-        cells.append(new_code_cell(SOLUTIONS[exercise.id][q.name] if with_answers else stub(exercise.id, q)))
+        cells.append(new_code_cell(SOLUTIONS[exercise.id][q.name] if with_answers else q.starter))
     cells.append(new_markdown_cell("### Check yourself"))
     cells.append(new_code_cell(f'tk.check("{exercise.id}")'))
     book = new_notebook(cells=cells)
@@ -131,9 +65,9 @@ def notebook(exercise: ex.Exercise, with_answers: bool) -> nbformat.NotebookNode
 def main() -> int:
     for exercise_id in ex.IDS:
         exercise = ex.get(exercise_id)
-        nbformat.write(notebook(exercise, False), ROOT / "exercises" / f"{NAMES[exercise_id]}.ipynb")
-        nbformat.write(notebook(exercise, True), HERE / f"{NAMES[exercise_id]}.ipynb")
-        print("wrote", NAMES[exercise_id])
+        nbformat.write(notebook(exercise, False), ROOT / "exercises" / f"{exercise.notebook}.ipynb")
+        nbformat.write(notebook(exercise, True), HERE / f"{exercise.notebook}.ipynb")
+        print("wrote", exercise.notebook)
     return 0
 
 

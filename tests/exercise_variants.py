@@ -3,6 +3,18 @@ PyTorch's docs accept) and wrong or gaming ones, each with the exact score it mu
 draw. Questions not named in a variant take the reference answer. Shared by the in-process
 tests (tk.check) and the batch-grading test (tracekit grade on notebooks)."""
 
+import sys
+from pathlib import Path
+
+from tracekit.exercises.ex06 import TRAIN
+from tracekit.exercises.ex10 import rule_cells
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "solutions"))
+from answers import SOLUTIONS  # noqa: E402
+
+# exercises whose checks take seconds (training loops, budgets, torch.func): their tests are slow-marked
+HEAVY = {"ex06", "ex07", "ex08", "ex09", "ex10"}
+
 SIG_INPUT = '''class Sigmoid(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
@@ -101,12 +113,6 @@ VARIANTS = {
 
 def _reference(exercise_id: str, name: str) -> object:
     """A reference data answer's value (to write variants of it as self-contained cells)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "solutions"))
-    from answers import SOLUTIONS
-
     ns: dict = {}
     exec(next(src for src in SOLUTIONS[exercise_id].values() if src.lstrip().startswith(name)), ns)
     return ns[name]
@@ -149,29 +155,32 @@ VARIANTS["ex02"] = [
     }, {"q1": 0, "q2": 0, "q3": 0}),
 ]
 
+
+def _bytes(pinned: str, visible_and_pinned: str) -> dict[str, str]:
+    """ex03's two answer cells, from the bodies of its two functions (indented 4)."""
+    return {"q1": f"def pinned_bytes(n, k, dtype):\n    {pinned}",
+            "q2": f"def visible_and_pinned(n, dtype):\n    {visible_and_pinned}"}
+
+
+ITEMSIZE = "s = dtype.itemsize\n    "
 VARIANTS["ex03"] = [
     ("reference", {}, {"q1": 2, "q2": 2}),
-    ("measured with torch and tracekit", {
-        "q1": "def pinned_bytes(n, k, dtype):\n    return torch.empty(n, n, dtype=dtype).untyped_storage().nbytes()",
-        "q2": "def visible_and_pinned(n, dtype):\n    a = torch.randn(n, dtype=dtype, requires_grad=True)\n"
-              "    h = a * 2\n    tr = tk.trace((h[:-1] * h[1:]).sum())\n    return [tr.visible_bytes, tr.saved_bytes]",
-    }, {"q1": 2, "q2": 2}),
-    ("dtype.itemsize, a tuple", {
-        "q1": "def pinned_bytes(n, k, dtype):\n    return dtype.itemsize * n ** 2",
-        "q2": "def visible_and_pinned(n, dtype):\n    s = dtype.itemsize\n    return (2 * s * (n - 1) + 8, s * n + 8)",
-    }, {"q1": 2, "q2": 2}),
-    ("the slice's own bytes; the scalar forgotten", {
-        "q1": "def pinned_bytes(n, k, dtype):\n    return k * dtype.itemsize",
-        "q2": "def visible_and_pinned(n, dtype):\n    s = dtype.itemsize\n    return [2 * s * (n - 1), s * n]",
-    }, {"q1": 0, "q2": 0}),
-    ("the lesson's measurement with the output; the allocation counted twice", {
-        "q1": "def pinned_bytes(n, k, dtype):\n    return n * n * dtype.itemsize + dtype.itemsize",
-        "q2": "def visible_and_pinned(n, dtype):\n    s = dtype.itemsize\n    return [2 * s * (n - 1) + 8] * 2",
-    }, {"q1": 0, "q2": 1}),
-    ("a float; the scalar forgotten in the pinned bytes", {
-        "q1": "def pinned_bytes(n, k, dtype):\n    return float(n * n * dtype.itemsize)",
-        "q2": "def visible_and_pinned(n, dtype):\n    s = dtype.itemsize\n    return [2 * s * (n - 1) + 8, s * n]",
-    }, {"q1": 0, "q2": 1}),
+    ("measured with torch and tracekit", _bytes(
+        "return torch.empty(n, n, dtype=dtype).untyped_storage().nbytes()",
+        "a = torch.randn(n, dtype=dtype, requires_grad=True)\n"
+        "    h = a * 2\n    tr = tk.trace((h[:-1] * h[1:]).sum())\n    return [tr.visible_bytes, tr.saved_bytes]"),
+     {"q1": 2, "q2": 2}),
+    ("dtype.itemsize, a tuple", _bytes("return dtype.itemsize * n ** 2",
+                                       ITEMSIZE + "return (2 * s * (n - 1) + 8, s * n + 8)"), {"q1": 2, "q2": 2}),
+    ("the slice's own bytes; the scalar forgotten", _bytes("return k * dtype.itemsize",
+                                                           ITEMSIZE + "return [2 * s * (n - 1), s * n]"),
+     {"q1": 0, "q2": 0}),
+    ("the lesson's measurement with the output; the allocation counted twice", _bytes(
+        "return n * n * dtype.itemsize + dtype.itemsize", ITEMSIZE + "return [2 * s * (n - 1) + 8] * 2"),
+     {"q1": 0, "q2": 1}),
+    ("a float; the scalar forgotten in the pinned bytes", _bytes(
+        "return float(n * n * dtype.itemsize)", ITEMSIZE + "return [2 * s * (n - 1) + 8, s * n]"),
+     {"q1": 0, "q2": 1}),
 ]
 
 SECOND_FUNC = '''def second_derivative(f, x):
@@ -250,15 +259,6 @@ VARIANTS["ex05"] = [
      {"q1": 1.5, "q2": 0}),
 ]
 
-TRAIN = '''def train(model, x, x_val, steps):
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    history = []
-    for _ in range(steps):
-        opt.zero_grad()
-        model(x).pow(2).mean().backward()
-        opt.step()
-        {diag}
-    return {ret}'''
 VARIANTS["ex06"] = [
     ("reference .item()", {}, {"q1": 4}),
     (".detach()", {"q1": TRAIN.format(diag="history.append(model(x_val).pow(2).mean().detach())", ret="history")},
@@ -439,21 +439,8 @@ def adam_state_bytes(model):
      {"q1": 0, "q2": 0}),
 ]
 
-RULE = '''def {op}_forward({args}):
-    {fwd}
-
-
-def {op}_backward(saved, grad):
-    {bwd}
-
-
-{op}_rule = ({op}_forward, {op}_backward)'''
-
-
 def _rules(div: tuple[str, str], tanh: tuple[str, str], sin: tuple[str, str]) -> dict[str, str]:
-    return {"q1": RULE.format(op="div", args="a, b", fwd=div[0], bwd=div[1]),
-            "q2": RULE.format(op="tanh", args="x", fwd=tanh[0], bwd=tanh[1]),
-            "q3": RULE.format(op="sin", args="x", fwd=sin[0], bwd=sin[1])}
+    return rule_cells({"div": div, "tanh": tanh, "sin": sin})
 
 
 VARIANTS["ex10"] = [

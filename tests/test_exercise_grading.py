@@ -21,8 +21,6 @@ import tracekit.exercises as ex
 pytestmark = pytest.mark.grading
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "solutions"))
-from build import NAMES  # noqa: E402
 from exercise_variants import VARIANTS  # noqa: E402
 
 
@@ -46,9 +44,9 @@ def chosen() -> list[tuple[str, int, str, dict, dict]]:
 def notebook(exercise_id: str, overrides: dict[str, str]) -> nbformat.NotebookNode:
     """The student notebook with the variant's answers typed into the answer cells (the
     reference answers where the variant says nothing), as a student would."""
-    from answers import SOLUTIONS
+    from answers import SOLUTIONS  # on the path once exercise_variants is imported
 
-    book = nbformat.read(ROOT / "exercises" / f"{NAMES[exercise_id]}.ipynb", as_version=4)
+    book = nbformat.read(ROOT / "exercises" / f"{ex.get(exercise_id).notebook}.ipynb", as_version=4)
     for i, q in enumerate(ex.get(exercise_id).questions):
         cell = book.cells[3 + 2 * i]
         assert cell.cell_type == "code"

@@ -15,9 +15,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent / "solutions"))
 sys.path.insert(0, str(ROOT))
 from answers import SOLUTIONS  # noqa: E402
-from exercise_variants import VARIANTS  # noqa: E402
-
-HEAVY = {"ex06", "ex07", "ex08", "ex09", "ex10"}  # seconds per check (training loops, budgets, torch.func)
+from exercise_variants import HEAVY, VARIANTS  # noqa: E402
 
 
 def answers(exercise_id: str, overrides: dict[str, str]) -> dict:

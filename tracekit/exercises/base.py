@@ -15,9 +15,11 @@ from `judges`, so the grading sandbox can hide that folder and still run every p
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
 
 from ..errors import AnswerError
 
@@ -68,12 +70,32 @@ def value_probe(answer: Any, inputs: dict) -> dict:
     return {"value": plain(answer)}
 
 
-def cases_probe(answer: Any, inputs: dict) -> dict:
-    """Probe for a table answer ({case: value}): only the entries this check drew, as plain JSON."""
-    if type(answer) is not dict:
-        raise AnswerError(f"expected a dict {{case: answer}}, got {type(answer).__name__}")
-    return {"value": {case: plain(answer[case]) if case in answer else {"missing": True}
-                      for case in inputs["cases"] if type(case) is str}}
+def expect_function(answer: Any, signature: str = "") -> None:
+    """Refuse an answer that is not a function (the message names the function to define)."""
+    if not callable(answer):
+        raise AnswerError(f"define a function {signature}".rstrip())
+
+
+def values_probe(signature: str, call: Callable[[Callable[..., Any], dict], Any],
+                 read: Callable[[Any], Any]) -> Callable[[Any, dict], dict]:
+    """Probe for a function answer checked on each drawn case: `call(fn, case)` runs it (through
+    `student`), `read` turns what it returned into plain JSON or refuses it; {"values": [...]}."""
+
+    def probe(fn: Any, inputs: dict) -> dict:
+        expect_function(fn, signature)
+        return {"values": [read(call(fn, case)) for case in inputs["cases"]]}
+
+    return probe
+
+
+def tensor_of(case: dict, values: list) -> torch.Tensor:
+    """Drawn values as a tensor of the case's dtype (a name, e.g. "float32") and shape."""
+    return torch.tensor(values, dtype=getattr(torch, case["dtype"])).reshape(case["shape"])
+
+
+def dtype_name(t: torch.Tensor) -> str:
+    """A tensor's dtype as the drawn inputs write it ("float32", not "torch.float32")."""
+    return str(t.dtype).replace("torch.", "")
 
 
 def no_inputs(rng: random.Random) -> dict:
@@ -90,6 +112,23 @@ def draw_cases(family: list[str], k: int) -> Callable[[random.Random], dict]:
     return draw
 
 
+NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+
+
+def md_table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
+    """A markdown table (for the prompts): a header row, then one row per item."""
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows])
+
+
+def programs_table(programs: dict[str, tuple[str, str]], who: dict[str, str], column: str = "y =",
+                   prefix: str = "") -> str:
+    """The markdown table of a family of programs {id: (source, which inputs require grad)}."""
+    return md_table(["id", column, "requires grad"],
+                    [(f"`{k}`", f"`{prefix}{src}`", who[w]) for k, (src, w) in programs.items()])
+
+
 @dataclass(frozen=True)
 class Question:
     """One graded question (its judge lives in `tracekit.exercises.judges`)."""
@@ -102,6 +141,23 @@ class Question:
     draw: Callable[[random.Random], dict] = no_inputs
     kind: str = "data"  # data or code
     details: str = ""  # the full prompt for the notebook (markdown): what to return, dtypes, links
+    stub: str = ""  # the code cell a student starts from (default: `<answer> = None  # your answer`)
+
+    @property
+    def starter(self) -> str:
+        """The answer cell of the student notebook: the stub, or a placeholder for a data answer."""
+        return self.stub or f"{self.answer} = None  # your answer"
+
+
+def cases_question(name: str, points: int, prompt: str, answer: str, family: Iterable[str], k: int, details: str,
+                   see: str = "", keyed_by: str | None = "program") -> Question:
+    """A data question answered as a table {case: answer} over a family of cases, checked on k of
+    them drawn per check; unless `keyed_by` is None the prompt says so ("Answer as a dict keyed by
+    program id; each check draws three."), then `see`."""
+    if keyed_by is not None:
+        details += f" Answer as a dict keyed by {keyed_by} id; each check draws {NUMBERS[k]}."
+    return Question(name, points, prompt, answer, draw=draw_cases(list(family), k),
+                    details=details + (f" {see}" if see else ""))
 
 
 @dataclass(frozen=True)
@@ -113,6 +169,12 @@ class Exercise:
     lesson: str
     questions: tuple[Question, ...] = field(default_factory=tuple)
     intro: str = ""  # markdown shown at the top of the notebook
+    topic: str = ""  # the notebook's name after the id (default: the lesson's, without its number)
+
+    @property
+    def notebook(self) -> str:
+        """The file name (no suffix) of its notebooks, in exercises/ and solutions/: ex01_forward_values."""
+        return f"{self.id}_{self.topic or self.lesson.split('_', 1)[1]}"
 
     @property
     def max_score(self) -> int:

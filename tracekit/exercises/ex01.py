@@ -6,7 +6,17 @@ import random
 
 import torch
 
-from .base import AnswerError, AnswerRaised, Exercise, Question, draw_cases, lesson_link, student
+from .base import (
+    AnswerError,
+    AnswerRaised,
+    Exercise,
+    Question,
+    cases_question,
+    dtype_name,
+    lesson_link,
+    student,
+    tensor_of,
+)
 
 LESSON = "01_forward_values"
 BINARY = {"mul": "a * b", "div": "a / b", "mm": "a @ b", "sub": "a - b"}
@@ -14,6 +24,16 @@ GRADS = {"a": "only a requires grad", "b": "only b requires grad", "ab": "both r
 Q1_CASES = [f"{op}:{who}" for op in BINARY for who in GRADS]
 UNARY = ["exp", "tanh", "sigmoid", "sin", "cos", "log", "sqrt", "relu", "abs", "reciprocal", "expm1", "log1p",
          "rsqrt", "erf", "atan", "neg"]
+
+
+SIGMOID_STUB = '''class Sigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        raise NotImplementedError  # compute σ(x); save one tensor for backward
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise NotImplementedError'''
 
 
 def _draw_sigmoid(rng: random.Random) -> dict:
@@ -37,7 +57,7 @@ def _probe_sigmoid(cls: object, inputs: dict) -> dict:
         raise AnswerError("`Sigmoid` should be a subclass of torch.autograd.Function")
     xs, ys = [], []
     for case in inputs["cases"]:
-        x = torch.tensor(case["x"], dtype=getattr(torch, case["dtype"])).reshape(case["shape"]).requires_grad_()
+        x = tensor_of(case, case["x"]).requires_grad_()
         y = student(cls.apply, x)
         if not isinstance(y, torch.Tensor) or y.shape != x.shape:
             raise AnswerError("Sigmoid.apply(x) should return one tensor of x's shape")
@@ -49,14 +69,14 @@ def _probe_sigmoid(cls: object, inputs: dict) -> dict:
         saved = list(node.saved_tensors) if node is not None else []
         on_ctx = sorted(k for k, v in vars(node).items() if isinstance(v, torch.Tensor)) if node is not None else []
         observed.append({
-            "y": y.detach().flatten().tolist(), "dtype": str(y.dtype).replace("torch.", ""),
+            "y": y.detach().flatten().tolist(), "dtype": dtype_name(y),
             "has_graph": node is not None,
             "saved": [{"output": _same_storage(t, y), "input": _same_storage(t, x), "numel": t.numel()}
                       for t in saved],
             "on_ctx": on_ctx,
         })
     for i in reversed(range(len(xs))):  # the later graph first: nothing may depend on call order
-        g = torch.tensor(inputs["cases"][i]["g"], dtype=xs[i].dtype).reshape(xs[i].shape)
+        g = tensor_of(inputs["cases"][i], inputs["cases"][i]["g"])
         if ys[i].grad_fn is not None:
             try:
                 student(ys[i].backward, g)
@@ -69,8 +89,8 @@ def _probe_sigmoid(cls: object, inputs: dict) -> dict:
 EXERCISE = Exercise(
     "ex01", "Forward values the reverse rules need", LESSON,
     (
-        Question("q1", 1, "for each binary op and which inputs require grad: the slots its reverse rule saves",
-                 "q1_slots", draw=draw_cases(Q1_CASES, 4), details=(
+        cases_question("q1", 1, "for each binary op and which inputs require grad: the slots its reverse rule "
+                       "saves", "q1_slots", Q1_CASES, 4, keyed_by=None, details=(
                      "`a` and `b` are float32 tensors (`a @ b` multiplies a 2×3 by a 3×4 matrix; the others are "
                      "vectors of length 5). For every case `\"op:who\"` below, give the **set** of slot names "
                      "(as PyTorch names them, e.g. `{\"self\"}`) that the op's reverse rule saves. `who` says "
@@ -79,8 +99,8 @@ EXERCISE = Exercise(
                      ", ".join(f"`{c}`" for c in Q1_CASES) + ". Each check draws four of them. "
                      f"See {lesson_link(LESSON)}: mul saves `other` only if `self` needs a gradient, and "
                      "vice versa; for the others, think about which values each input's gradient formula uses.")),
-        Question("q2", 1, "for each unary op y = op(x): which slot its reverse rule saves ('self' or 'result')",
-                 "q2_slots", draw=draw_cases(UNARY, 4), details=(
+        cases_question("q2", 1, "for each unary op y = op(x): which slot its reverse rule saves ('self' or "
+                       "'result')", "q2_slots", UNARY, 4, keyed_by=None, details=(
                      "`x` is a float32 vector that requires grad. For each op below give the set of slots its "
                      "reverse rule saves: `{\"self\"}` (the input), `{\"result\"}` (the output), both, or an empty "
                      "set. Ops (all `torch.<op>(x)`, relu is `torch.relu`): " + ", ".join(f"`{u}`" for u in UNARY) +
@@ -95,6 +115,6 @@ EXERCISE = Exercise(
                      "the output itself (no recompute) — not a copy, not both, and no tensors stored as ctx "
                      "attributes. The checker runs it on float64 and float32 inputs of several shapes, with two "
                      "graphs alive at once. Both choices score full marks; the check tells you what yours costs. "
-                     f"See {lesson_link(LESSON)} and lesson 10's “Check yourself”.")),
+                     f"See {lesson_link(LESSON)} and lesson 10's “Check yourself”."), stub=SIGMOID_STUB),
     ),
 )

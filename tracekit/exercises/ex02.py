@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Exercise, Question, draw_cases, lesson_link
+from .base import NUMBERS, Exercise, cases_question, lesson_link, programs_table
 
 LESSON = "02_small_trace"
 # program id -> (source, which of a, b require grad); a and b are float32 vectors of length 4
@@ -17,27 +17,28 @@ PROGRAMS = {
     "P8": ("(a.exp() * b.sin()).sum()", "b"),
 }
 WHO = {"ab": "a and b", "a": "only a", "b": "only b"}
-_TABLE = "\n".join(f"| `{k}` | `y = {src}` | {WHO[who]} |" for k, (src, who) in PROGRAMS.items())
+DRAWN = 2  # programs each check draws, for every question
 _FAMILY = ("`a` and `b` are float32 vectors of length 4 (positive values); you hold `a`, `b` and `y`, and "
-           "nothing else. The programs:\n\n| id | program | requires grad |\n|---|---|---|\n" + _TABLE +
-           "\n\nAnswer with a dict keyed by program id (`\"P1\"` … `\"P8\"`); each check draws two programs.")
+           "nothing else. The programs:\n\n" + programs_table(PROGRAMS, WHO, "program", "y = ") +
+           f"\n\nAnswer with a dict keyed by program id (`\"{list(PROGRAMS)[0]}\"` … `\"{list(PROGRAMS)[-1]}\"`); "
+           f"each check draws {NUMBERS[DRAWN]} programs.")
 
 EXERCISE = Exercise(
     "ex02", "A small trace, by hand", LESSON,
     (
-        Question("q1", 2, "for each program: the reverse rules (node names) in the order backward runs them",
-                 "q1_order", draw=draw_cases(list(PROGRAMS), 2), details=(
+        cases_question("q1", 2, "for each program: the reverse rules (node names) in the order backward runs them",
+                       "q1_order", PROGRAMS, DRAWN, keyed_by=None, details=(
                      "For each program give the list of node names, e.g. `[\"SumBackward0\", …]`, in the order "
                      "`y.backward()` runs them; leave out `AccumulateGrad` (it writes `.grad`). Where two rules "
                      "do not depend on each other, any order that respects the dependencies is accepted. "
                      f"See {lesson_link(LESSON)}.")),
-        Question("q2", 2, "for each program: {node name: set of saved slots that rule reads}",
-                 "q2_reads", draw=draw_cases(list(PROGRAMS), 2), details=(
+        cases_question("q2", 2, "for each program: {node name: set of saved slots that rule reads}",
+                       "q2_reads", PROGRAMS, DRAWN, keyed_by=None, details=(
                      "For each program a dict `{node name: set of slots}`, with every rule of q1 (an empty set "
                      "for a rule that reads nothing). Slot names as PyTorch gives them (`self`, `other`, "
                      f"`result`). Sets, so the order does not matter. See {lesson_link(LESSON)}.")),
-        Question("q3", 2, "for each program: {'Node.slot': step after which its memory is freed, or None}",
-                 "q3_freed", draw=draw_cases(list(PROGRAMS), 2), details=(
+        cases_question("q3", 2, "for each program: {'Node.slot': step after which its memory is freed, or None}",
+                       "q3_freed", PROGRAMS, DRAWN, keyed_by=None, details=(
                      "For each program a dict with one entry per residual, keyed `\"NodeName.slot\"`: the index "
                      "of the step (0 = the first rule backward runs, in the order backward really runs them) "
                      "after which the memory of that saved value is freed, or `None` if it is still held after "

@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from .base import AnswerError, Exercise, Question, lesson_link, student
+from .base import AnswerError, Exercise, Question, lesson_link, student, values_probe
 
 LESSON = "03_storage"
 DTYPES = ("float32", "float64")
@@ -24,22 +24,23 @@ def _draw_views(rng: random.Random) -> dict:
     return {"cases": [{"n": rng.randint(8, 4000), "dtype": rng.choice(DTYPES)} for _ in range(3)]}
 
 
-def _call_probe(fn: object, inputs: dict) -> dict:
-    """Call the student's function on every drawn case (dtype as a torch.dtype)."""
-    if not callable(fn):
-        raise AnswerError("define a function")
-    values = []
-    for case in inputs["cases"]:
-        args = {k: getattr(torch, v) if k == "dtype" else v for k, v in case.items()}
-        got = student(fn, **args)
-        if isinstance(got, torch.Tensor) and got.numel() <= 2:
-            got = got.tolist()
-        if isinstance(got, tuple):
-            got = list(got)
-        if not (type(got) is int or (type(got) is list and all(type(v) is int for v in got))):
-            raise AnswerError(f"return plain ints (got {type(got).__name__})")
-        values.append(got)
-    return {"values": values}
+def _call(fn: object, case: dict) -> object:
+    """The student's function on one drawn case, by keyword (dtype as a torch.dtype)."""
+    return student(fn, **{k: getattr(torch, v) if k == "dtype" else v for k, v in case.items()})
+
+
+def _ints(got: object) -> int | list[int]:
+    """An int, or a list of ints (a tuple or a small tensor of them is read as one)."""
+    if isinstance(got, torch.Tensor) and got.numel() <= 2:
+        got = got.tolist()
+    if isinstance(got, tuple):
+        got = list(got)
+    if not (type(got) is int or (type(got) is list and all(type(v) is int for v in got))):
+        raise AnswerError(f"return plain ints (got {type(got).__name__})")
+    return got
+
+
+_call_probe = values_probe("", _call, _ints)  # the function is named in the question
 
 
 EXERCISE = Exercise(
@@ -53,7 +54,8 @@ EXERCISE = Exercise(
                      "`tk.trace(y).saved_bytes` reports. Not `y` itself (you hold it), and not `w` unless a rule "
                      "saves it. `dtype` is `torch.float32` or `torch.float64`; each check calls your function on "
                      f"three drawn (n, k, dtype). See {lesson_link(LESSON, 'A small slice pins a large allocation')}"
-                     " (the lesson's measurement also counts the 4-byte output; this question does not).")),
+                     " (the lesson's measurement also counts the 4-byte output; this question does not)."),
+                 stub="def pinned_bytes(n, k, dtype):\n    raise NotImplementedError"),
         Question("q2", 2, "visible_and_pinned(n, dtype): [visible bytes, pinned bytes] of "
                  "h = a * 2; (h[:-1] * h[1:]).sum()",
                  "visible_and_pinned", probe=_call_probe, draw=_draw_views, kind="code", details=(
@@ -63,6 +65,7 @@ EXERCISE = Exercise(
                      "`pinned` = the bytes of the distinct storages they keep alive (`saved_bytes`). Every "
                      "saved tensor counts, including the one the multiplication by the Python number 2 saves "
                      "(PyTorch wraps 2 as a 0-dim int64 tensor). Each check calls it on three drawn (n, dtype). "
-                     f"See {lesson_link(LESSON, 'Several views, one allocation')}.")),
+                     f"See {lesson_link(LESSON, 'Several views, one allocation')}."),
+                 stub="def visible_and_pinned(n, dtype):\n    raise NotImplementedError  # return [visible, pinned]"),
     ),
 )

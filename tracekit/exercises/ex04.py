@@ -6,7 +6,18 @@ import random
 
 import torch
 
-from .base import AnswerError, Exercise, Question, draw_cases, lesson_link, student
+from .base import (
+    AnswerError,
+    Exercise,
+    Question,
+    cases_question,
+    dtype_name,
+    expect_function,
+    lesson_link,
+    programs_table,
+    student,
+    tensor_of,
+)
 
 LESSON = "04_retention"
 # id -> (program, which inputs require grad); a and b are float32, shapes in the prompt
@@ -43,37 +54,33 @@ def _draw_f(rng: random.Random) -> dict:
 
 def _probe_second(fn: object, inputs: dict) -> dict:
     """Call second_derivative twice per case on the same x (a float64 vector, a float32 matrix)."""
-    if not callable(fn):
-        raise AnswerError("define a function second_derivative(f, x)")
+    expect_function(fn, "second_derivative(f, x)")
     out = []
     for case in inputs["cases"]:
-        x = torch.tensor(case["x"], dtype=getattr(torch, case["dtype"])).reshape(case["shape"]).requires_grad_()
+        x = tensor_of(case, case["x"]).requires_grad_()
         calls = []
         for _ in range(2):
             h = student(fn, make_f(case), x)
             if not isinstance(h, torch.Tensor) or h.shape != x.shape:
                 raise AnswerError("return a tensor of x's shape: d²f/dx² at each element")
             calls.append(h.detach().flatten().tolist())
-        out.append({"calls": calls, "dtype": str(h.dtype).replace("torch.", "")})
+        out.append({"calls": calls, "dtype": dtype_name(h)})
     return {"cases": out}
 
 
 EXERCISE = Exercise(
     "ex04", "Retain, recompute or record", LESSON,
     (
-        Question("q1", 2, "for each program: the set of saved values ('Node.slot') a second y.backward() "
-                 "would need, that the first y.backward() released", "q1_needs",
-                 draw=draw_cases(list(PROGRAMS), 3), details=(
+        cases_question("q1", 2, "for each program: the set of saved values ('Node.slot') a second y.backward() "
+                       "would need, that the first y.backward() released", "q1_needs", PROGRAMS, 3, details=(
                      "`a`, `b` are float32 vectors of length 5; `A` is 2×3 and `B` 3×4 (float32). Programs, "
-                     "and which inputs require grad:\n\n| id | y = | requires grad |\n|---|---|---|\n" +
-                     "\n".join(f"| `{k}` | `{s}` | {WHO[w]} |" for k, (s, w) in PROGRAMS.items()) +
+                     "and which inputs require grad:\n\n" + programs_table(PROGRAMS, WHO) +
                      "\n\nFor each program, give the **set** of residuals, each `\"NodeName.slot\"` (e.g. "
                      "`\"ExpBackward0.result\"`), that `y.backward()` (retain_graph=False) releases and a "
                      "second backward would need; an empty set if there are none. A second backward raises "
                      "exactly when it needs a released value. (A graph that saves nothing can in fact be "
                      "backwarded twice on torch 2.13, but that is an implementation detail: the documented "
-                     "contract is `retain_graph=True`.) Answer as a dict keyed by program id; each check "
-                     f"draws three. See {lesson_link(LESSON)}.")),
+                     "contract is `retain_graph=True`.)"), see=f"See {lesson_link(LESSON)}."),
         Question("q2", 3, "second_derivative(f, x): d²f/dx² at each element of x (f is elementwise)",
                  "second_derivative", probe=_probe_second, draw=_draw_f, kind="code", details=(
                      "`f` is an elementwise function of a tensor (e.g. `t**p * torch.sin(c*t)`), `x` a tensor "
@@ -81,6 +88,7 @@ EXERCISE = Exercise(
                      "shape and dtype holding f''(x) at each element, computed by autograd (exact to rounding; "
                      "finite differences are not precise enough). The checker calls your function twice on "
                      "the same x: the second call must give the same result (mind what accumulates in "
-                     f"`x.grad`). See {lesson_link(LESSON)} (create_graph).")),
+                     f"`x.grad`). See {lesson_link(LESSON)} (create_graph)."),
+                 stub="def second_derivative(f, x):\n    raise NotImplementedError"),
     ),
 )

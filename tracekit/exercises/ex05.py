@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from .base import AnswerError, Exercise, Question, draw_cases, lesson_link, student
+from .base import AnswerError, Exercise, Question, cases_question, expect_function, lesson_link, md_table, student
 
 LESSON = "05_inplace"
 # id -> (code before y = h.sin(), code after it); h = a * 2, a a float32 vector of length 4 requiring grad
@@ -21,6 +21,14 @@ VERSIONS = {
     "V8": ("", "v = h[1:]; v.mul_(2); v.add_(1)"),
     "V9": ("h.exp_()", ""),
 }
+
+
+BUGGY = '''def fixed(a):
+    # the buggy program: make backward work without changing what it computes
+    h = a * 2
+    y = h.sin()
+    h.add_(1)
+    return y.sum(), h'''
 
 
 def _code(src: str) -> str:
@@ -47,8 +55,7 @@ def case_input(inputs: dict, i: int) -> torch.Tensor:
 
 def _probe_fixed(fn: object, inputs: dict) -> dict:
     """Call fixed(a); run backward on its loss unless the function already did (the reorder fix)."""
-    if not callable(fn):
-        raise AnswerError("define a function fixed(a)")
+    expect_function(fn, "fixed(a)")
     out = []
     for i in range(len(inputs["cases"])):
         a = case_input(inputs, i)
@@ -79,16 +86,15 @@ EXERCISE = Exercise(
                      "reorder so that your function calls `loss.backward()` itself before the in-place update "
                      "(the checker sees `a.grad` is set and does not call it again). `a` is float64 or float32, "
                      "a vector or a matrix, and requires grad. Silencing the version check (`.data`) gives "
-                     f"wrong gradients. See {lesson_link(LESSON)}.")),
-        Question("q2", 2, "for each program: [version of h when sin saved it, version of h when backward reads it]",
-                 "q2_versions", draw=draw_cases(list(VERSIONS), 3), details=(
+                     f"wrong gradients. See {lesson_link(LESSON)}."), stub=BUGGY),
+        cases_question("q2", 2, "for each program: [version of h when sin saved it, version of h when backward "
+                       "reads it]", "q2_versions", VERSIONS, 3, details=(
                      "Each program is `h = a * 2` (a: float32, length 4, requires grad), then the *before* "
-                     "code, then `y = h.sin()` (which saves h), then the *after* code:\n\n"
-                     "| id | before | after |\n|---|---|---|\n" +
-                     "\n".join(f"| `{k}` | {_code(b)} | {_code(a)} |" for k, (b, a) in VERSIONS.items()) +
+                     "code, then `y = h.sin()` (which saves h), then the *after* code:\n\n" +
+                     md_table(["id", "before", "after"], [(f"`{k}`", _code(b), _code(a))
+                                                         for k, (b, a) in VERSIONS.items()]) +
                      "\n\nFor each give `[saved, now]`: h's version counter (`h._version`) when sin saved it, "
-                     "and when backward would read it. Answer as a dict keyed by program id; each check "
-                     f"draws three. See {lesson_link(LESSON)}: which writes bump the counter, and which "
-                     "tensors share it.")),
+                     "and when backward would read it."),
+                       see=f"See {lesson_link(LESSON)}: which writes bump the counter, and which tensors share it."),
     ),
 )

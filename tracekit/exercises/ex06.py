@@ -6,10 +6,20 @@ import random
 
 import torch
 
-from .base import AnswerError, Exercise, Question, lesson_link, student
+from .base import AnswerError, Exercise, Question, expect_function, lesson_link, student
 from .watch import Watch
 
 LESSON = "06_app_references"
+# the training loop of the question: the stub keeps each step's diagnostic graph, answers change `{diag}`
+TRAIN = '''def train(model, x, x_val, steps):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    history = []
+    for _ in range(steps):
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+        {diag}
+    return {ret}'''
 
 
 def setup(inputs: dict) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
@@ -38,8 +48,7 @@ def _number(value: object) -> float:
 
 def _probe(train: object, inputs: dict) -> dict:
     """Run train under a storage watch: values, final parameters, bytes alive after it returns, peak."""
-    if not callable(train):
-        raise AnswerError("define a function train(model, x, x_val, steps)")
+    expect_function(train, "train(model, x, x_val, steps)")
     model, x, x_val = setup(inputs)
     with Watch() as watch:
         history = student(train, model, x, x_val, inputs["steps"])
@@ -66,5 +75,8 @@ EXERCISE = Exercise(
                   "grow with the steps. `.item()`, `.detach()` or computing the diagnostic under "
                   "`torch.no_grad()` all work. The checker measures the bytes of every storage your call "
                   "creates that is still alive when it returns, and the most alive at once; model width, "
-                  f"batch and steps are drawn at check time. See {lesson_link(LESSON)}.")),),
+                  f"batch and steps are drawn at check time. See {lesson_link(LESSON)}."),
+              stub=TRAIN.format(diag="val = model(x_val).pow(2).mean()  # a diagnostic, never backwarded\n        "
+                                     "history.append(val)  # this keeps every step's diagnostic graph alive: fix it",
+                                ret="history")),),
 )

@@ -7,7 +7,7 @@ import random
 
 import torch
 
-from .base import AnswerError, Exercise, Question, draw_cases, lesson_link, student
+from .base import AnswerError, Exercise, Question, cases_question, lesson_link, programs_table, student
 from .watch import Watch
 
 LESSON = "07_hooks_offload"
@@ -19,6 +19,13 @@ PROGRAMS = {
     "H10": ("(a.relu() * 2).sum()", "a"),
 }
 WHO = {"a": "only a", "b": "only b", "ab": "a and b", "W": "only W"}
+HOOKS_STUB = '''def pack(t):
+    raise NotImplementedError  # keep t in your store; return a handle that is not a tensor
+
+def unpack(handle):
+    raise NotImplementedError
+
+hooks = (pack, unpack)'''
 
 
 def _draw(rng: random.Random) -> dict:
@@ -72,16 +79,14 @@ def _probe(hooks: object, inputs: dict) -> dict:
 EXERCISE = Exercise(
     "ex07", "Where residuals live", LESSON,
     (
-        Question("q1", 1, "for each program: how many times a pack hook runs while y is computed",
-                 "q1_pack_calls", draw=draw_cases(list(PROGRAMS), 3), details=(
+        cases_question("q1", 1, "for each program: how many times a pack hook runs while y is computed",
+                       "q1_pack_calls", PROGRAMS, 3, details=(
                      "Each program runs inside `with torch.autograd.graph.saved_tensors_hooks(pack, unpack):`. "
-                     "`a`, `b` are float32 vectors of length 5, `x` is 2×3 and `W` 3×4 (float32):\n\n"
-                     "| id | y = | requires grad |\n|---|---|---|\n" +
-                     "\n".join(f"| `{k}` | `{s}` | {WHO[w]} |" for k, (s, w) in PROGRAMS.items()) +
+                     "`a`, `b` are float32 vectors of length 5, `x` is 2×3 and `W` 3×4 (float32):\n\n" +
+                     programs_table(PROGRAMS, WHO) +
                      "\n\nFor each give an int: the number of pack calls (once per tensor a rule saves; "
-                     "a Python number that PyTorch wraps as a 0-dim tensor is saved without the hooks). "
-                     "Answer as a dict keyed by program id; each check draws "
-                     f"three. See {lesson_link(LESSON)}.")),
+                     "a Python number that PyTorch wraps as a 0-dim tensor is saved without the hooks)."),
+                       see=f"See {lesson_link(LESSON)}."),
         Question("q2", 3, "hooks = (pack, unpack): keep saved tensors in your own store, correct under every use "
                  "PyTorch allows, and let them go with the graph", "hooks", probe=_probe, draw=_draw, kind="code",
                  details=(
@@ -94,6 +99,7 @@ EXERCISE = Exercise(
                      "hooks tutorial does for files on disk). The checker runs two graphs (float32 or "
                      "float64) under your hooks, backwards each twice in interleaved order, drops them, and "
                      "measures the bytes your hooks still keep alive. See "
-                     f"{lesson_link(LESSON)}.")),
+                     f"{lesson_link(LESSON)}."), stub=HOOKS_STUB),
     ),
+    topic="hooks",
 )

@@ -7,7 +7,7 @@ import tracemalloc
 
 import torch
 
-from .base import AnswerError, Exercise, Question, lesson_link, student
+from .base import AnswerError, Exercise, Question, expect_function, lesson_link, student
 from .watch import Watch
 
 LESSON = "08_recompute"
@@ -66,8 +66,7 @@ def measure_loss(fn: object, inputs: dict, call: object = None) -> dict:
 
 
 def _probe(fn: object, inputs: dict) -> dict:
-    if not callable(fn):
-        raise AnswerError("define a function loss_fn(x, ws)")
+    expect_function(fn, "loss_fn(x, ws)")
     return measure_loss(fn, inputs, student)
 
 
@@ -87,5 +86,10 @@ EXERCISE = Exercise(
                   "Checkpointing nothing fails the memory budget; checkpointing everything fails the "
                   "recompute budget: choose which blocks to wrap in `torch.utils.checkpoint.checkpoint` "
                   "(`use_reentrant=False`). The depth (8, 10 or 12 blocks) and the batch are drawn at check "
-                  f"time, so decide from `len(ws)`. See {lesson_link(LESSON)}.")),),
+                  f"time, so decide from `len(ws)`. See {lesson_link(LESSON)}."),
+              stub='''from tracekit.exercises.ex08 import plain_loss  # the reference model, for comparison
+
+def loss_fn(x, ws):
+    return plain_loss(x, ws)  # same value and gradients, within both budgets'''),),
+    topic="checkpoint",
 )

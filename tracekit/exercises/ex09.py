@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from .base import AnswerError, Exercise, Question, draw_cases, lesson_link, student
+from .base import AnswerError, Exercise, Question, cases_question, lesson_link, md_table, student, values_probe
 
 LESSON = "09_budget"
 # id -> (in features, hidden width, hidden layers, batch, optimizer); classifier into 10 classes
@@ -46,40 +46,37 @@ def build_model(case: dict) -> torch.nn.Module:
     return torch.nn.Sequential(*layers).to(getattr(torch, case["dtype"]))
 
 
-def _probe(fn: object, inputs: dict) -> dict:
-    if not callable(fn):
-        raise AnswerError("define a function adam_state_bytes(model)")
-    values = []
-    for case in inputs["cases"]:
-        got = student(fn, build_model(case))
-        if type(got) is not int:
-            raise AnswerError(f"adam_state_bytes should return an int, got {type(got).__name__}")
-        values.append(got)
-    return {"values": values}
+def _int(got: object) -> int:
+    if type(got) is not int:
+        raise AnswerError(f"adam_state_bytes should return an int, got {type(got).__name__}")
+    return got
+
+
+_probe = values_probe("adam_state_bytes(model)", lambda fn, case: student(fn, build_model(case)), _int)
 
 
 EXERCISE = Exercise(
     "ex09", "Budget a training step", LESSON,
     (
-        Question("q1", 2, "for each training setup: which budget category is largest at the peak of a step",
-                 "q1_largest", draw=draw_cases(list(CONFIGS), 2), details=(
+        cases_question("q1", 2, "for each training setup: which budget category is largest at the peak of a step",
+                       "q1_largest", CONFIGS, 2, keyed_by="setup", see=f"See {lesson_link(LESSON)}.", details=(
                      "Each setup is a float32 classifier `Linear(in, width), ReLU` followed by `layers − 1` "
                      "more `Linear(width, width), ReLU` and a final `Linear(width, 10)`, trained one step on a "
                      "batch of random inputs with cross-entropy; Adam with its defaults, or SGD(lr=0.1) without "
-                     "momentum:\n\n| id | in | width | layers | batch | optimizer |\n|---|---|---|---|---|---|\n" +
-                     "\n".join(f"| `{k}` | {a} | {w} | {d} | {b} | {o} |" for k, (a, w, d, b, o) in CONFIGS.items()) +
+                     "momentum:\n\n" + md_table(["id", "in", "width", "layers", "batch", "optimizer"],
+                                                  [(f"`{k}`", *config) for k, config in CONFIGS.items()]) +
                      "\n\nFor each, name the category of `tk.budget(model, optimizer, (x, y), "
                      "torch.nn.functional.cross_entropy)` with the most bytes at the peak, exactly as the "
                      "budget table writes it (`parameters`, `gradients`, `optimizer state`, `saved activations`, "
                      "`application references`, `temporary workspaces`). Estimate from sizes (parameters × 4 B, "
-                     "batch × width × 4 B per saved activation); you may check one with tk.budget. Answer as a "
-                     f"dict keyed by setup id; each check draws two. See {lesson_link(LESSON)}.")),
+                     "batch × width × 4 B per saved activation); you may check one with tk.budget.")),
         Question("q2", 2, "adam_state_bytes(model): bytes of Adam's state after its first step",
                  "adam_state_bytes", probe=_probe, draw=_draw_models, kind="code", details=(
                      "`model` is a stack of `torch.nn.Linear` layers (with or without bias) in float32 or "
                      "float64. Return, as an int, the bytes of every tensor in `torch.optim.Adam(model."
                      "parameters()).state` after one `step()` with default options. Compute it from the "
                      "model (its parameters), without running an optimizer. Each check calls it on three drawn "
-                     f"models. See {lesson_link(LESSON)}: what Adam keeps per parameter, and per tensor.")),
+                     f"models. See {lesson_link(LESSON)}: what Adam keeps per parameter, and per tensor."),
+                 stub="def adam_state_bytes(model):\n    raise NotImplementedError"),
     ),
 )

@@ -7,10 +7,31 @@ import random
 
 import torch
 
-from .base import AnswerError, Exercise, Question, lesson_link, student
+from .base import AnswerError, Exercise, Question, dtype_name, lesson_link, student, tensor_of
 
 LESSON = "11_build_a_tape"
 ARITY = {"div": 2, "tanh": 1, "sin": 1}
+# the shape of an answer: a forward and a backward function, and the pair
+RULE = '''def {op}_forward({args}):
+    {fwd}
+
+
+def {op}_backward(saved, grad):
+    {bwd}
+
+
+{op}_rule = ({op}_forward, {op}_backward)'''
+
+
+def rule_code(op: str, forward: str, backward: str) -> str:
+    """An answer cell for op's rule, from the bodies of its forward and backward (indented 4)."""
+    return RULE.format(op=op, args="a, b" if ARITY[op] == 2 else "x", fwd=forward, bwd=backward)
+
+
+def rule_cells(bodies: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """Answer cells {question: code} from {op: (forward body, backward body)}, one per question."""
+    return {q.name: rule_code(op, *bodies[op]) for q in EXERCISE.questions
+            if (op := q.answer.removesuffix("_rule")) in bodies}
 
 
 def _draw(op: str):  # noqa: ANN202 - a draw function for one op
@@ -39,8 +60,7 @@ def _role(t: torch.Tensor, named: dict[str, torch.Tensor]) -> str:
 
 def tensors(case: dict) -> list[torch.Tensor]:
     """The drawn inputs of one case."""
-    dtype = getattr(torch, case["dtype"])
-    return [torch.tensor(v, dtype=dtype).reshape(case["shape"]) for v in case["inputs"]]
+    return [tensor_of(case, v) for v in case["inputs"]]
 
 
 def _probe(rule: object, inputs: dict) -> dict:
@@ -63,13 +83,13 @@ def _probe(rule: object, inputs: dict) -> dict:
         for i in reversed(range(len(runs))):
             xs, y, saved = runs[i]
             case = inputs["cases"][i]
-            g = torch.tensor(case["g"], dtype=y.dtype).reshape(case["shape"])
+            g = torch.tensor(case["g"], dtype=y.dtype).reshape(case["shape"])  # in y's dtype, whatever it is
             grads = student(backward, saved, g)
             grads = grads if isinstance(grads, tuple | list) else (grads,)
             if len(grads) != len(xs) or not all(isinstance(t, torch.Tensor) and t.shape == xs[0].shape for t in grads):
                 raise AnswerError(f"backward should return {len(xs)} gradient tensor(s), one per input, of its shape")
             named = {**dict(zip(names, xs)), "the output": y}
-            out[i] = {"y": y.double().flatten().tolist(), "dtype": str(y.dtype).replace("torch.", ""),
+            out[i] = {"y": y.double().flatten().tolist(), "dtype": dtype_name(y),
                       "grads": [t.double().flatten().tolist() for t in grads],
                       "saved": sorted(_role(t, named) for t in saved)}
     return {"cases": out}
@@ -85,7 +105,10 @@ def _question(name: str, points: int, op: str, formula: str) -> Question:
                         "tensors themselves (an input or the output), not copies. The checker runs both "
                         "forwards before any backward, without autograd, on a float64 vector and a float32 "
                         "matrix, and compares with `torch.func.vjp` and with PyTorch's own residuals. See "
-                        f"{lesson_link(LESSON)}."))
+                        f"{lesson_link(LESSON)}."),
+                    stub=rule_code(op, "raise NotImplementedError  # return (y, saved): saved = the tensors backward "
+                                       "needs", "raise NotImplementedError  # return the gradient"
+                                   f"{'s (grad_a, grad_b)' if ARITY[op] == 2 else ''} from saved and grad only"))
 
 
 EXERCISE = Exercise(

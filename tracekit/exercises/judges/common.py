@@ -1,4 +1,4 @@
-"""Helpers the judges share: partial credit, closeness, set and table comparison."""
+"""Helpers the judges share: partial credit, closeness, set, dict and table comparison."""
 
 from __future__ import annotations
 
@@ -21,19 +21,11 @@ def close(a: Any, b: list[float], tol: float = 1e-6) -> bool:
     return all(abs(x - y) <= tol * (1 + abs(y)) for x, y in zip(a, b))
 
 
-def normalise(value: Any) -> Any:
-    """Strip strings (recursively) so ' result' and 'result' compare equal."""
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, list):
-        return [normalise(v) for v in value]
-    if isinstance(value, dict):
-        return {k.strip(): normalise(v) for k, v in value.items()}
-    return value
-
-
 def as_set(value: Any) -> frozenset | None:
-    """A list / single string answer as a set of stripped strings (None if it is not one)."""
+    """A list / single string answer as a set of stripped strings, None as the empty set (None if
+    it is not one of those)."""
+    if value is None:
+        return frozenset()
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -41,20 +33,69 @@ def as_set(value: Any) -> frozenset | None:
     return frozenset(v.strip() for v in value)
 
 
-def table(observation: dict, inputs: dict, entry: Callable[[str, Any], tuple[bool, str]]) -> tuple[float, str]:
+Entry = Callable[[Any, Any], tuple[bool, str]]  # (case, answer) -> (right?, what to look at)
+Judge = Callable[[dict, dict], tuple[float, str]]  # (observation, inputs) -> (fraction, message)
+
+
+def table(observation: dict, inputs: dict, entry: Entry) -> tuple[float, str]:
     """Score a table answer on the cases this check drew: `entry(case, answer)` says whether one
     case is right and, if not, what to look at; the message names each wrong case."""
     answers = observation.get("value")
     if not isinstance(answers, dict):
         return 0.0, "expected a dict with one entry per case"
-    fixes = []
-    for case in inputs["cases"]:
-        got = answers.get(case)
+
+    def check(case: str) -> tuple[bool, str]:
         if case not in answers:
-            fixes.append(f"{case!r}: no entry (this check drew it; fill in every case)")
-            continue
-        ok, hint = entry(case, got)
-        if not ok:
-            fixes.append(f"{case!r}: {hint}")
-    n = len(inputs["cases"])
-    return (n - len(fixes)) / n, "correct" if not fixes else "; ".join(fixes)
+            return False, f"{case!r}: no entry (this check drew it; fill in every case)"
+        ok, hint = entry(case, answers[case])
+        return ok, f"{case!r}: {hint}"
+
+    return parts(*(check(case) for case in inputs["cases"]))
+
+
+def by_table(entry: Entry) -> Judge:
+    """The judge of a table question whose cases are scored by `entry` (see `table`)."""
+    return lambda observation, inputs: table(observation, inputs, entry)
+
+
+def case_list(observation: dict, key: str, inputs: dict) -> list | None:
+    """The observation's list under `key`, one item per drawn case (None if it is not that)."""
+    items = observation.get(key)
+    return items if isinstance(items, list) and len(items) == len(inputs["cases"]) else None
+
+
+def each_value(observation: dict, inputs: dict, source: str, entry: Entry) -> tuple[float, str]:
+    """Score a function's values, one per drawn case ({"values": [...]}): `entry(case, value)`
+    says whether it is right and, if not, what to fix (the message says which case)."""
+    values = case_list(observation, "values", inputs)
+    if values is None:
+        return 0.0, f"the checker got no values from {source}"
+    return parts(*(entry(case, got) for got, case in zip(values, inputs["cases"])))
+
+
+def set_entry(truth_of: Callable[[Any], frozenset], what: str, extra: str, missing: str, both: str = "") -> Entry:
+    """An entry for a set answer (see `as_set`) against the set `truth_of(case)`: the hint says
+    whether a named item is `extra`, a true one `missing`, or (if `both` is given) both."""
+
+    def entry(case: Any, got: Any) -> tuple[bool, str]:
+        got_set = as_set(got)
+        if got_set is None:
+            return False, f"give a set of {what}"
+        truth = truth_of(case)
+        if got_set == truth:
+            return True, ""
+        if both and got_set - truth and truth - got_set:
+            return False, both
+        return False, extra if got_set - truth else missing
+
+    return entry
+
+
+def dict_diff(got: Any, truth: dict, same: Callable[[Any, Any], bool]) -> tuple[set, set, list] | None:
+    """A dict answer (keys stripped) against the truth: (keys missing, keys extra, keys whose value
+    is not `same` as the truth's, sorted); None if the answer is not a dict."""
+    if not isinstance(got, dict):
+        return None
+    got = {k.strip(): v for k, v in got.items()}
+    missing, extra = set(truth) - set(got), set(got) - set(truth)
+    return missing, extra, sorted(k for k in truth if k in got and not same(got[k], truth[k]))

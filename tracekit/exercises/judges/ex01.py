@@ -15,12 +15,13 @@ a tensor stashed on ctx (escapes autograd's version check and saved-tensor hooks
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
 from ...record import trace
 from ..ex01 import BINARY
-from .common import as_set, close, parts, table
+from .common import Entry, by_table, case_list, close, parts, set_entry
 
 
 def slots_binary(case: str) -> frozenset:
@@ -45,37 +46,22 @@ def slots_unary(op: str) -> frozenset:
     return frozenset(r.slot for r in node.residuals)
 
 
-def _slots_entry(truth_of):  # noqa: ANN001, ANN202 - a small local factory
-    def entry(case: str, got: object) -> tuple[bool, str]:
-        got_set = frozenset() if got is None else as_set(got)
-        if got_set is None:
-            return False, "give a set of slot names (strings)"
-        truth = truth_of(case)
-        if got_set == truth:
-            return True, ""
-        if got_set - truth and truth - got_set:
-            return False, "some slot you named is not saved, and a saved one is missing"
-        if got_set - truth:
-            return False, "you named a slot this rule does not save: which input's gradient would need it?"
-        return False, "a saved slot is missing: write each input's gradient formula and see what it reads"
-
-    return entry
+def _slots_entry(truth_of: Callable[[str], frozenset]) -> Entry:
+    """The same hints for both tables."""
+    return set_entry(truth_of, "slot names (strings)",
+                     extra="you named a slot this rule does not save: which input's gradient would need it?",
+                     missing="a saved slot is missing: write each input's gradient formula and see what it reads",
+                     both="some slot you named is not saved, and a saved one is missing")
 
 
-def judge_q1(obs: dict, inputs: dict) -> tuple[float, str]:
-    """Each drawn case: the set of slots equals the runtime's."""
-    return table(obs, inputs, _slots_entry(slots_binary))
-
-
-def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
-    """Each drawn op: the set of slots equals the runtime's."""
-    return table(obs, inputs, _slots_entry(slots_unary))
+judge_q1 = by_table(_slots_entry(slots_binary))  # each drawn case: the set of slots equals the runtime's
+judge_q2 = by_table(_slots_entry(slots_unary))  # each drawn op: the set of slots equals the runtime's
 
 
 def judge_q3(obs: dict, inputs: dict) -> tuple[float, str]:
     """Values, gradients (both dtypes, two graphs), and exactly one saved tensor: the input or the output."""
-    cases = obs.get("cases")
-    if not isinstance(cases, list) or len(cases) != len(inputs["cases"]):
+    cases = case_list(obs, "cases", inputs)
+    if cases is None:
         return 0.0, "the checker got no observations for your Sigmoid"
     values_ok = grads_ok = saves_ok = True
     fixes: list[str] = []

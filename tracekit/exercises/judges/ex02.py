@@ -16,7 +16,7 @@ import torch
 
 from ...record import trace
 from ..ex02 import PROGRAMS
-from .common import as_set, table
+from .common import as_set, by_table, dict_diff
 
 
 def run(program: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -71,41 +71,35 @@ def _order_entry(program: str, got: object) -> tuple[bool, str]:
 
 
 def _reads_entry(program: str, got: object) -> tuple[bool, str]:
-    truth = observed(program)["reads"]
-    if not isinstance(got, dict):
+    diff = dict_diff(got, observed(program)["reads"], lambda answer, truth: as_set(answer) == truth)
+    if diff is None:
         return False, "give a dict {node name: set of slots}"
-    got = {k.strip(): v for k, v in got.items()}
-    if set(got) != set(truth):
+    missing, extra, wrong = diff
+    if missing or extra:
         return False, "the dict should have one entry per reverse rule (the rules of q1)"
-    wrong = [name for name in truth if (frozenset() if got[name] is None else as_set(got[name])) != truth[name]]
     if wrong:
-        return False, (f"look again at what {', '.join(sorted(wrong))} read"
+        return False, (f"look again at what {', '.join(wrong)} read"
                        " (which inputs require grad decides what a rule needs)")
     return True, ""
 
 
 def _freed_entry(program: str, got: object) -> tuple[bool, str]:
-    truth = observed(program)["freed"]
-    if not isinstance(got, dict):
+    diff = dict_diff(got, observed(program)["freed"], lambda answer, truth: answer == truth and
+                     type(answer) is type(truth))
+    if diff is None:
         return False, "give a dict {'Node.slot': step or None}"
-    got = {k.strip(): v for k, v in got.items()}
-    if set(got) != set(truth):
-        missing, extra = set(truth) - set(got), set(got) - set(truth)
+    missing, extra, wrong = diff
+    if missing or extra:
         what = []
         if missing:
             what.append(f"{len(missing)} residual(s) missing")
         if extra:
             what.append(f"{', '.join(sorted(extra))} is not saved by this program")
         return False, "; ".join(what)
-    wrong = sorted(k for k in truth if not (got[k] == truth[k] and type(got[k]) is type(truth[k])))
     if wrong:
         return False, (f"the free point of {', '.join(wrong)} is off: memory goes when the last holder lets go "
                        "(another rule saving the same storage, or you holding the tensor)")
     return True, ""
 
 
-JUDGES = {
-    "q1": lambda obs, inputs: table(obs, inputs, _order_entry),
-    "q2": lambda obs, inputs: table(obs, inputs, _reads_entry),
-    "q3": lambda obs, inputs: table(obs, inputs, _freed_entry),
-}
+JUDGES = {"q1": by_table(_order_entry), "q2": by_table(_reads_entry), "q3": by_table(_freed_entry)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ...record import trace
+from .common import case_list, each_value
 
 
 def truth_slice(case: dict) -> int:
@@ -34,32 +35,28 @@ def _itemsize(case: dict) -> int:
     return torch.empty(0, dtype=getattr(torch, case["dtype"])).element_size()
 
 
+def _slice_entry(case: dict, got: object) -> tuple[bool, str]:
+    truth = truth_slice(case)
+    where = f"for n={case['n']}, k={case['k']}, {case['dtype']}"
+    if got == truth:
+        return True, ""
+    if got == truth + _itemsize(case):
+        return False, f"{where} you also counted y, the output: count only what the saved tensors keep"
+    if got == case["k"] * _itemsize(case):
+        return False, f"{where} you counted the slice's own elements: a view keeps its whole allocation"
+    return False, (f"{where} not what the graph pins: which allocation does the saved slice belong to, "
+                   "and how big is one element of this dtype?")
+
+
 def judge_q1(obs: dict, inputs: dict) -> tuple[float, str]:
     """Every drawn case right."""
-    values = obs.get("values")
-    if not isinstance(values, list) or len(values) != len(inputs["cases"]):
-        return 0.0, "the checker got no values from pinned_bytes"
-    fixes = []
-    for got, case in zip(values, inputs["cases"]):
-        truth = truth_slice(case)
-        where = f"for n={case['n']}, k={case['k']}, {case['dtype']}"
-        if got == truth:
-            continue
-        if got == truth + _itemsize(case):
-            fixes.append(f"{where} you also counted y, the output: count only what the saved tensors keep")
-        elif got == case["k"] * _itemsize(case):
-            fixes.append(f"{where} you counted the slice's own elements: a view keeps its whole allocation")
-        else:
-            fixes.append(f"{where} not what the graph pins: which allocation does the saved slice belong to, "
-                         "and how big is one element of this dtype?")
-    n = len(inputs["cases"])
-    return (n - len(fixes)) / n, "correct" if not fixes else "; ".join(fixes)
+    return each_value(obs, inputs, "pinned_bytes", _slice_entry)
 
 
 def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
     """Every drawn case right; half credit per case for each of the two numbers."""
-    values = obs.get("values")
-    if not isinstance(values, list) or len(values) != len(inputs["cases"]):
+    values = case_list(obs, "values", inputs)
+    if values is None:
         return 0.0, "the checker got no values from visible_and_pinned"
     score, fixes = 0.0, []
     for got, case in zip(values, inputs["cases"]):

@@ -15,7 +15,7 @@ import torch
 
 from ...record import trace
 from ..ex04 import PROGRAMS, make_f
-from .common import as_set, close, parts, table
+from .common import by_table, case_list, close, parts, set_entry
 
 
 def needs(program: str) -> frozenset:
@@ -27,22 +27,10 @@ def needs(program: str) -> frozenset:
     return frozenset(f"{r.node.name}.{r.slot}" for r in trace(y).residuals)
 
 
-def _needs_entry(program: str, got: object) -> tuple[bool, str]:
-    got_set = frozenset() if got is None else as_set(got)
-    if got_set is None:
-        return False, "give a set of 'Node.slot' strings"
-    truth = needs(program)
-    if got_set == truth:
-        return True, ""
-    if got_set - truth:
-        return False, "you listed a value this graph does not save (check which inputs require grad)"
-    return False, "a saved value is missing (a leaf you hold is still released by the graph)"
-
-
 def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
     """Exact second derivatives for both cases, twice each."""
-    cases = obs.get("cases")
-    if not isinstance(cases, list) or len(cases) != len(inputs["cases"]):
+    cases = case_list(obs, "cases", inputs)
+    if cases is None:
         return 0.0, "the checker got no results from second_derivative"
     value_ok = repeat_ok = dtype_ok = True
     for seen, case in zip(cases, inputs["cases"]):
@@ -63,4 +51,9 @@ def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
     )
 
 
-JUDGES = {"q1": lambda obs, inputs: table(obs, inputs, _needs_entry), "q2": judge_q2}
+JUDGES = {
+    "q1": by_table(set_entry(needs, "'Node.slot' strings",
+                             extra="you listed a value this graph does not save (check which inputs require grad)",
+                             missing="a saved value is missing (a leaf you hold is still released by the graph)")),
+    "q2": judge_q2,
+}

@@ -17,7 +17,7 @@ import math
 import torch
 
 from ..ex05 import VERSIONS, case_input
-from .common import close, parts, table
+from .common import by_table, case_list, close, parts
 
 
 def versions(program: str) -> list[int]:
@@ -46,8 +46,8 @@ def _versions_entry(program: str, got: object) -> tuple[bool, str]:
 
 def judge_q1(obs: dict, inputs: dict) -> tuple[float, str]:
     """Gradient right (whoever ran backward), and the program's results kept."""
-    cases = obs.get("cases")
-    if not isinstance(cases, list) or len(cases) != len(inputs["cases"]):
+    cases = case_list(obs, "cases", inputs)
+    if cases is None:
         return 0.0, "the checker got no results from fixed"
     grad_ok = results_ok = True
     for i, seen in enumerate(cases):
@@ -64,4 +64,4 @@ def judge_q1(obs: dict, inputs: dict) -> tuple[float, str]:
     )
 
 
-JUDGES = {"q1": judge_q1, "q2": lambda obs, inputs: table(obs, inputs, _versions_entry)}
+JUDGES = {"q1": judge_q1, "q2": by_table(_versions_entry)}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from ..ex07 import PROGRAMS
-from .common import close, parts, table
+from .common import by_table, close, parts
 
 
 def pack_calls(program: str) -> int:
@@ -63,4 +63,4 @@ def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
     )
 
 
-JUDGES = {"q1": lambda obs, inputs: table(obs, inputs, _calls_entry), "q2": judge_q2}
+JUDGES = {"q1": by_table(_calls_entry), "q2": judge_q2}

@@ -17,7 +17,7 @@ import torch
 
 from ...memory_budget import budget
 from ..ex09 import build_model, config_setup
-from .common import table
+from .common import by_table, each_value
 
 
 @functools.cache
@@ -48,18 +48,15 @@ def adam_truth(case: dict) -> int:
     return sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values() if torch.is_tensor(t))
 
 
+def _adam_entry(case: dict, got: object) -> tuple[bool, str]:
+    return got == adam_truth(case), (f"for layers {case['sizes']} ({case['dtype']}, bias={case['bias']}) not Adam's "
+                                     "state: two moments per parameter element in the parameter's dtype, and a step "
+                                     "count per tensor")
+
+
 def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
     """Every drawn model right."""
-    values = obs.get("values")
-    if not isinstance(values, list) or len(values) != len(inputs["cases"]):
-        return 0.0, "the checker got no values from adam_state_bytes"
-    fixes = []
-    for got, case in zip(values, inputs["cases"]):
-        if got != adam_truth(case):
-            fixes.append(f"for layers {case['sizes']} ({case['dtype']}, bias={case['bias']}) not Adam's state: two "
-                         "moments per parameter element in the parameter's dtype, and a step count per tensor")
-    n = len(inputs["cases"])
-    return (n - len(fixes)) / n, "correct" if not fixes else "; ".join(fixes)
+    return each_value(obs, inputs, "adam_state_bytes", _adam_entry)
 
 
-JUDGES = {"q1": lambda obs, inputs: table(obs, inputs, _largest_entry), "q2": judge_q2}
+JUDGES = {"q1": by_table(_largest_entry), "q2": judge_q2}
