@@ -165,12 +165,17 @@ def test_custom_hook_residuals_are_named():
     assert r.shape == (4,) and r.storage.nbytes == 16
 
 
-def test_deep_graph_traces_without_recursion():
+def _mul_chain(n: int, factor: float) -> tk.Trace:
+    """The trace of x * factor * factor ... (n multiplications), summed: a graph n + 1 nodes deep."""
     x = torch.randn(4, requires_grad=True)
     v = x
-    for _ in range(5000):
-        v = v * 1.001
-    tr = tk.trace(v.sum())
+    for _ in range(n):
+        v = v * factor
+    return tk.trace(v.sum())
+
+
+def test_deep_graph_traces_without_recursion():
+    tr = _mul_chain(5000, 1.001)
     assert len(tr.nodes) == 5001
     tr.backward()
     assert len(tr.steps) == 5001
@@ -181,11 +186,7 @@ def test_deep_graph_traces_without_recursion():
 
 @pytest.mark.slow
 def test_hundred_thousand_node_graph_traces_and_backwards():
-    x = torch.randn(4, requires_grad=True)
-    v = x
-    for _ in range(100_000):
-        v = v * 1.0001
-    tr = tk.trace(v.sum())
+    tr = _mul_chain(100_000, 1.0001)
     assert len(tr.nodes) == 100_001 and len(tr.residuals) == 100_000
     tr.backward()
     assert len(tr.steps) == 100_001
