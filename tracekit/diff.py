@@ -27,6 +27,7 @@ import torch
 from .errors import DiffError
 from .model import HeldIn, Residual, Status, Trace
 from .render.table import Table
+from .saved import is_custom_function, raw_slot, slot_names
 from .storage import format_bytes, storage_key, storage_nbytes
 
 if TYPE_CHECKING:
@@ -57,22 +58,27 @@ def _cell_values(fn: Any) -> dict[str, Any]:
     return out
 
 
+def _raw_saved(gnode: Any) -> list[Any]:
+    """Every SavedTensor a node holds (lists flattened), read without unpacking any."""
+    if is_custom_function(gnode):
+        raws = list(gnode._raw_saved_tensors)
+    else:
+        raws = [raw_slot(gnode, name) for name in slot_names(type(gnode))[0]]
+    return [item for raw in raws for item in (raw if isinstance(raw, (list, tuple)) else (raw,))]
+
+
 def checkpoint_cache(trace: Trace) -> list[CachedValue]:
     """The op outputs selective activation checkpointing keeps for this trace's checkpointed
     regions (found through the checkpoint hooks of its saved tensors; empty without SAC)."""
     frames: list[Any] = []
     for gnode in trace._graph_nodes:
-        for attr in dir(gnode):
-            if not attr.startswith("_raw_saved_"):
+        for raw in _raw_saved(gnode):
+            hook = getattr(raw, "unpack_hook", None)
+            if hook is None or not (getattr(hook, "__module__", "") or "").startswith("torch.utils.checkpoint"):
                 continue
-            raws = getattr(gnode, attr)
-            for raw in raws if isinstance(raws, (list, tuple)) else (raws,):
-                hook = getattr(raw, "unpack_hook", None)
-                if hook is None or not (getattr(hook, "__module__", "") or "").startswith("torch.utils.checkpoint"):
-                    continue
-                frame = _cell_values(hook).get("frame")
-                if frame is not None and not any(frame is f for f in frames):
-                    frames.append(frame)
+            frame = _cell_values(hook).get("frame")
+            if frame is not None and not any(frame is f for f in frames):
+                frames.append(frame)
     found: list[CachedValue] = []
     seen: set[Any] = set()
     for frame in frames:
