@@ -110,3 +110,27 @@ def test_eager_vs_torch_compile(inputs):
     assert d.only_b and all("CompiledFunctionBackward" in r.what for r in d.only_b)
     assert d.held_b > 0 and d.held_a == 4 * ACT
     assert all(r.b == "-" for r in d.only_a)
+
+
+class _Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+def test_the_policy_cache_is_found_through_a_custom_function_alone():
+    """Only the custom Function saves a tensor in the region (add saves nothing): the cache is still found."""
+    def save_add(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op == torch.ops.aten.add.Tensor else CheckpointPolicy.PREFER_RECOMPUTE
+
+    x = torch.randn(N, D, requires_grad=True)
+    ctx = functools.partial(create_selective_checkpoint_contexts, save_add)
+    out = checkpoint(lambda h: _Square.apply(torch.add(h, 1)), x, use_reentrant=False, context_fn=ctx)
+    cache = tk.checkpoint_cache(tk.trace(out.sum()))
+    assert [(c.op, c.shape, c.nbytes) for c in cache] == [("aten.add.Tensor", (N, D), ACT)]
