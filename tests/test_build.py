@@ -42,3 +42,19 @@ def test_many_outputs_share_the_call() -> None:
     split = [n for n in tr.nodes if n.name.startswith("SplitWithSizes")]
     assert len(split) == 1 and split[0].call == "split"
     assert {n.call for n in tr.nodes} == {"exp", "split", "sum", "add"}
+
+
+def test_user_names_for_module_parameters_match_named_parameters() -> None:
+    from tracekit.frames import _named_parameters
+
+    shared = torch.nn.Linear(2, 2)
+    net = torch.nn.Sequential(shared, torch.nn.LayerNorm(2), torch.nn.Sequential(shared, torch.nn.Linear(2, 3, bias=False)))
+    net.register_parameter("scale", torch.nn.Parameter(torch.ones(1)))
+    first: dict[int, str] = {}
+    for name, p in _named_parameters(net, "net"):
+        first.setdefault(id(p), name)
+    assert first == {id(p): f"net.{name}" for name, p in net.named_parameters()}
+    x = torch.randn(4, 2)
+    y = (net(x) * net.scale).sum()
+    tr = tk.trace(y)
+    assert tr.leaves.keys() >= {"net.0.weight", "net.0.bias", "net.2.1.weight", "net.scale"}

@@ -154,7 +154,8 @@ class _Builder:
         inputs = tuple(position[n] if n in position else self.leaf_label(n) for n, _ in nexts if n is not None)
         by_slot = _rules_of(type(gnode), gnode.name(), len(nexts))
         node = Node(gnode.name(), op_name(gnode), i, where, call, inputs,
-                    attributes=attributes(gnode), described=by_slot is not None)
+                    attributes=attributes(gnode), described=by_slot is not None,
+                    needs=tuple(n is not None for n, _ in nexts))
         node.residuals = [self.residual(node, gnode, saved, by_slot) for saved in saved_slots(gnode)]
         return node
 

@@ -8,6 +8,7 @@ import inspect
 import os
 import re
 import sys
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -73,10 +74,26 @@ def caller_names() -> Names:
             if isinstance(value, torch.Tensor) and value.layout == torch.strided:
                 names.setdefault(storage_key(value), (var, isinstance(value, torch.nn.Parameter)))
             elif isinstance(value, torch.nn.Module):
-                for pname, p in value.named_parameters():
-                    names.setdefault(storage_key(p), (f"{var}.{pname}", True))
+                for pname, p in _named_parameters(value, var):
+                    names.setdefault(storage_key(p), (pname, True))
     forget_snapshot(frame, local_scope)
     return names
+
+
+def _named_parameters(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, torch.nn.Parameter]]:
+    """`module.named_parameters()` with names under `prefix`, in the same order (each module's own
+    parameters, then its children's), read straight from the modules' dicts: much faster."""
+    seen: set[int] = set()
+    todo = [(prefix, module)]
+    while todo:
+        name, m = todo.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        for pname, p in m._parameters.items():
+            if p is not None:
+                yield f"{name}.{pname}", p
+        todo.extend((f"{name}.{cname}", c) for cname, c in reversed(m._modules.items()) if c is not None)
 
 
 def forget_snapshot(frame: FrameType, scope: dict[str, Any]) -> None:

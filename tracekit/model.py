@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from . import rules
 from .storage import StorageKey, format_bytes
 
 if TYPE_CHECKING:
@@ -145,7 +146,16 @@ class Node:
     residuals: list[Residual] = field(default_factory=list, repr=False)
     attributes: dict[str, Any] = field(default_factory=dict, repr=False)
     described: bool = True  # whether rules.py explains this node
+    needs: tuple[bool, ...] = ()  # per input slot of the backward (next_functions): whether a gradient goes there
     note: str | None = None  # e.g. where a meta trace ran another kernel than a real device would
+
+    def reads(self) -> list[Residual]:
+        """The residuals this node's rule reads for the gradients that are needed (all of them
+        for an op rules.py does not describe)."""
+        if not self.residuals or not self.described:
+            return list(self.residuals)
+        read = rules.slots_read_for(self.name, self.needs, tuple(r.slot for r in self.residuals))
+        return [r for r in self.residuals if r.slot in read]
 
 
 @dataclass(eq=False, slots=True)
@@ -173,9 +183,13 @@ class Step:
 
     index: int
     node: Node
-    used: list[Residual]
     released: list[Residual] = field(default_factory=list)
     freed: list[Storage] = field(default_factory=list)
+
+    @property
+    def used(self) -> list[Residual]:
+        """The residuals the rule read (see Node.reads)."""
+        return self.node.reads()
 
 
 class Trace:

@@ -15,11 +15,10 @@ from typing import Any
 
 import torch
 
-from . import rules
 from .errors import NotObservableError
 from .keeper import gc_paused
-from .model import Node, Residual, Status, Step, Storage, Trace
-from .saved import is_custom_function, raw_slot
+from .model import Residual, Status, Step, Storage, Trace
+from .saved import is_custom_function
 
 
 class Observer:
@@ -34,12 +33,15 @@ class Observer:
         self.live: dict[int, list[Residual]] = {}  # node index -> residuals not yet released
         self.unreleased: dict[Storage, int] = {}  # storage -> its residuals autograd still holds
         self.pending: list[tuple[Storage, int]] = []  # let go of by the graph, not yet freed (with cdata)
+        self.probes: dict[int, tuple[str, int | None]] = {}  # node index -> the raw slot that tells release
         self.last: int | None = None  # the node index of the step recorded last
         if not keep:  # with retain_graph nothing is released: nothing to watch
+            graph_nodes = trace._graph_nodes
             for i, node in enumerate(trace.nodes):
                 held = [r for r in node.residuals if r.status is not Status.RELEASED]
                 if held:
                     self.live[i] = held
+                    self.probes[i] = _probe(graph_nodes[i], held[0].slot)
                     for r in held:
                         if r.storage is not None:
                             self.unreleased[r.storage] = self.unreleased.get(r.storage, 0) + 1
@@ -53,7 +55,7 @@ class Observer:
             self.settle()
         self.last = i
         node = self.trace.nodes[i]
-        step = Step(len(self.steps), node, _used(node, gnode))
+        step = Step(len(self.steps), node)
         self.steps.append(step)
         if self.on_step is not None:
             self.on_step(step)
@@ -62,7 +64,7 @@ class Observer:
         """Record what the last step released and which watched storages died since."""
         step, i = self.steps[-1], self.last
         held = self.live.get(i) if i is not None else None
-        if held is not None and _is_released(self.trace._graph_nodes[i], held):
+        if held is not None and _is_released(self.trace._graph_nodes[i], self.probes[i]):
             del self.live[i]
             step.released = held
             for r in held:
@@ -152,25 +154,24 @@ def observe_backward(
         observer.finish()
 
 
-def _used(node: Node, gnode: Any) -> list[Residual]:
-    """Residuals the rule reads for the gradients that are needed (all, for undescribed ops)."""
-    if not node.residuals:
-        return []
-    if not node.described:
-        return list(node.residuals)
-    needed = tuple(n is not None for n, _ in gnode.next_functions)
-    read = rules.slots_read_for(node.name, needed, tuple(r.slot for r in node.residuals))
-    return [r for r in node.residuals if r.slot in read]
+def _probe(gnode: Any, slot: str) -> tuple[str, int | None]:
+    """The raw attribute (and list index) that tells whether a node's saved values are gone: one
+    slot stands for all (a node releases every saved value at once, right after its rule ran)."""
+    if is_custom_function(gnode):
+        return ("_raw_saved_tensors", None)
+    name, _, index = slot.partition("[")
+    return ("_raw_saved_" + name, int(index.rstrip("]")) if index else None)
 
 
-def _is_released(gnode: Any, residuals: list[Residual]) -> bool:
-    """Whether autograd released this node's saved values: one slot stands for all (a node
-    releases every saved value at once, right after its rule ran), read without unpacking."""
+def _is_released(gnode: Any, probe: tuple[str, int | None]) -> bool:
+    """Read the probe's raw slot without unpacking it: None data (or PyTorch refusing) means released."""
+    attr, index = probe
     try:
-        if is_custom_function(gnode):
-            gnode._raw_saved_tensors  # noqa: B018 - a custom Function's saved tensors raise once released
-            return False
-        raw = raw_slot(gnode, residuals[0].slot)
+        raw = getattr(gnode, attr)
+        if attr == "_raw_saved_tensors":
+            return False  # a custom Function's saved tensors raise once released
+        if index is not None:
+            raw = raw[index]
         return raw is not None and raw.data is None
     except (RuntimeError, IndexError):  # "saved tensors ... have already been freed"
         return True
