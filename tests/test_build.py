@@ -57,4 +57,5 @@ def test_user_names_for_module_parameters_match_named_parameters() -> None:
     x = torch.randn(4, 2)
     y = (net(x) * net.scale).sum()
     tr = tk.trace(y)
-    assert tr.leaves.keys() >= {"net.0.weight", "net.0.bias", "net.2.1.weight", "net.scale"}
+    # `shared` is a local too, named first: its parameters keep that name
+    assert tr.leaves.keys() >= {"shared.weight", "shared.bias", "net.1.weight", "net.2.1.weight", "net.scale"}
