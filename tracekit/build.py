@@ -18,7 +18,7 @@ from .model import Mutation, Node, Residual, Role, Status, Storage, Trace
 from .predict import annotate_without_data
 from .progress import Progress
 from .saved import SavedSlot, attributes, is_custom_function, saved_slots, slot_names
-from .storage import StorageKey, device_text, has_data, storage_key, storage_nbytes, visible_nbytes, weak_storage
+from .storage import StorageKey, device_text, has_data, storage_key, storage_nbytes, visible_nbytes, weak_ref
 
 Sources = dict[int, tuple[str | None, str]]  # a node's sequence number -> (source line, call name)
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
@@ -198,7 +198,7 @@ class _Builder:
             leaf_role = _leaf_role(t, is_param)
         storage = self.storages[key] = Storage(
             key, storage_nbytes(t), str(t.device), names=(var,) if var else (), is_parameter=is_param,
-            is_output=key in self.output_keys, weak=weak_storage(t), leaf_role=leaf_role,
+            is_output=key in self.output_keys, weak=weak_ref(t), leaf_role=leaf_role,
         )
         return storage
 

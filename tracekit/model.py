@@ -9,7 +9,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from . import rules
-from .storage import StorageKey, format_bytes
+from .storage import StorageKey, drop_weak_ref, format_bytes, weak_expired
 
 if TYPE_CHECKING:
     import graphviz
@@ -170,11 +170,15 @@ class Storage:
     is_parameter: bool = False
     is_output: bool = False
     leaf_role: Role | None = None  # INPUT or PARAMETER when a leaf that gets a gradient owns it
-    weak: Any = field(default=None, repr=False)  # StorageWeakRef: tells when memory is gone
+    weak: int | None = field(default=None, repr=False)  # a weak reference (storage.weak_ref): tells when memory is gone
 
     def expired(self) -> bool:
         """True once the allocation has really been freed."""
-        return self.weak is not None and self.weak.expired()
+        return self.weak is not None and weak_expired(self.weak)
+
+    def __del__(self) -> None:
+        if self.weak is not None:
+            drop_weak_ref(self.weak)
 
 
 @dataclass(eq=False, slots=True)

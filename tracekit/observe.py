@@ -77,7 +77,7 @@ class Observer:
                 # watch a storage once the graph lets go of it entirely; parameters and the
                 # outputs (which the trace itself holds) are settled once, in finish()
                 if left == 0 and not (storage.is_parameter or storage.is_output) and storage.weak is not None:
-                    self.pending.append((storage, storage.weak.cdata))
+                    self.pending.append((storage, storage.weak))
         if self.pending:
             expired = torch.UntypedStorage._expired
             still = []

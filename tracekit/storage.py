@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 
 StorageKey = tuple[str, int]
 
@@ -67,9 +67,20 @@ def allocated_bytes(nbytes: int, device: str) -> int:
     return nbytes
 
 
-def weak_storage(t: torch.Tensor) -> StorageWeakRef:
-    """A weak reference to the storage of `t`: tells when the memory is really gone."""
-    return StorageWeakRef(t.untyped_storage())
+def weak_ref(t: torch.Tensor) -> int:
+    """A bare weak reference to the storage of `t` (what StorageWeakRef wraps, without the
+    Python object): pass it to weak_expired, and to drop_weak_ref exactly once."""
+    return t.untyped_storage()._weak_ref()
+
+
+weak_expired = torch.UntypedStorage._expired  # weak_expired(ref): True once the memory is gone
+_free_weak_ref = torch.UntypedStorage._free_weak_ref
+
+
+def drop_weak_ref(ref: int, free: Any = _free_weak_ref) -> None:
+    """Give a weak_ref back (bound at import: safe while the interpreter shuts down)."""
+    if free is not None:
+        free(ref)
 
 
 def format_exact(n: int) -> str:
