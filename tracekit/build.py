@@ -152,8 +152,9 @@ class _Builder:
         position = self.position
         where, call = source
         inputs = tuple(position[n] if n in position else self.leaf_label(n) for n, _ in nexts if n is not None)
-        by_slot = _rules_of(type(gnode), gnode.name(), len(nexts))
-        node = Node(gnode.name(), op_name(gnode), i, where, call, inputs,
+        name = gnode.name()
+        by_slot = _rules_of(type(gnode), name, len(nexts))
+        node = Node(name, op_name(gnode), i, where, call, inputs,
                     attributes=attributes(gnode), described=by_slot is not None,
                     needs=tuple(n is not None for n, _ in nexts))
         node.residuals = [self.residual(node, gnode, saved, by_slot) for saved in saved_slots(gnode)]
@@ -226,7 +227,7 @@ class _Builder:
         if producer is gnode or slot.startswith("result"):
             return f"output of #{position[gnode]} {gnode.name()} (this node)", position[gnode], made
         if producer is None:
-            if t.requires_grad or is_param or isinstance(t, torch.nn.Parameter):
+            if t.requires_grad or is_param or _is_parameter(t):
                 role = _leaf_role(t, is_param)
                 label = var or self.parameter_keys.get(key) if key is not None else var
                 return (f"{role.value} {var}" if var else role.value), label or role.value, role
@@ -261,9 +262,14 @@ def _node_sources(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...
     return [sources[o] if o >= 0 else (None, None) for o in owner]
 
 
+def _is_parameter(t: torch.Tensor) -> bool:
+    """isinstance(t, nn.Parameter) without Parameter's metaclass check for plain tensors (slow)."""
+    return type(t) is not torch.Tensor and isinstance(t, torch.nn.Parameter)
+
+
 def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
     """PARAMETER for an nn.Parameter or a module's named parameter, else INPUT (a leaf with grad)."""
-    return Role.PARAMETER if named_parameter or isinstance(t, torch.nn.Parameter) else Role.INPUT
+    return Role.PARAMETER if named_parameter or _is_parameter(t) else Role.INPUT
 
 
 @functools.cache

@@ -18,7 +18,7 @@ import torch
 from .model import HeldIn, Status
 
 
-@dataclass
+@dataclass(slots=True)
 class SavedSlot:
     """One saved tensor slot of one node, as the runtime holds it right now."""
 
@@ -32,7 +32,12 @@ class SavedSlot:
 
 def is_custom_function(node: Any) -> bool:
     """True for the backward node of a user-defined torch.autograd.Function."""
-    return hasattr(node, "_forward_cls")
+    return _custom_kind(type(node))
+
+
+@functools.cache
+def _custom_kind(kind: type) -> bool:
+    return hasattr(kind, "_forward_cls")  # set on the backward class FunctionMeta makes
 
 
 @functools.cache
@@ -157,20 +162,26 @@ def saved_slots(node: Any) -> list[SavedSlot]:
             for i, raw in enumerate(raws)
         ]
     out: list[SavedSlot] = []
-    for name in slot_names(type(node))[0]:  # self, other, result, ... (PyTorch's own names)
-        raw = getattr(node, "_raw_saved_" + name)
+    for name, raw_attr, value_attr in _tensor_attributes(type(node)):  # self, other, result, ...
+        raw = getattr(node, raw_attr)
         if isinstance(raw, (tuple, list)):
             for i, item in enumerate(raw):
-                out.append(_read_raw(node, f"{name}[{i}]", item, lambda i=i, n=name: getattr(node, "_saved_" + n)[i]))
+                out.append(_read_raw(node, f"{name}[{i}]", item, lambda i=i, a=value_attr: getattr(node, a)[i]))
             continue
         if raw is not None and raw.unpack_hook is None:  # the common case: a plain saved tensor
             try:
-                value = getattr(node, "_saved_" + name)
+                value = getattr(node, value_attr)
             except RuntimeError:  # released or modified in place: _read_raw tells which
                 pass
             else:
                 if value is not None:
                     out.append(SavedSlot(name, Status.LIVE, value))
                 continue
-        out.append(_read_raw(node, name, raw, lambda n=name: getattr(node, "_saved_" + n)))
+        out.append(_read_raw(node, name, raw, lambda a=value_attr: getattr(node, a)))
     return [s for s in out if s.status is not Status.NOT_SAVED]
+
+
+@functools.cache
+def _tensor_attributes(kind: type) -> tuple[tuple[str, str, str], ...]:
+    """(slot, its raw attribute, its value attribute) for each tensor slot of a node type."""
+    return tuple((name, "_raw_saved_" + name, "_saved_" + name) for name in slot_names(kind)[0])
