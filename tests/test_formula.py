@@ -45,7 +45,7 @@ def test_meta_full_size_same_terms_as_cpu_small():
     # the one difference: meta keeps LayerNorm's mean/rstd in float32, cpu in bfloat16 (and says so)
     widened = [(x, y) for x, y in zip(small.extra, meta_small.extra) if x.nbytes != y.nbytes]
     assert len(widened) == 4 and all(y.nbytes == 2 * x.nbytes for x, y in widened)
-    assert {y.residuals[0].node.note for _, y in widened} == {tk.predict.LAYER_NORM_NOTE}
+    assert {y.residuals[0].node.note for _, y in widened} == {tk.without_data.LAYER_NORM_NOTE}
     assert {x.residuals[0].node.note for x, _ in widened} == {None}
     assert meta_small.eager_bytes == small.eager_bytes + sum(x.nbytes for x, _ in widened)
     big = korthikanti(2048, 1, 12288, 96, device="meta")  # GPT-3 175B's layer, no memory used

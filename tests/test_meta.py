@@ -11,9 +11,9 @@ from torch import nn
 from torch._subclasses import FakeTensorMode
 
 import tracekit as tk
-from tracekit.predict import RNN_NOTE, RNN_WORKSPACE_NOTE, SDPA_NOTE
 from tracekit.progress import Progress
 from tracekit.transformer import GPTBlock, LlamaBlock
+from tracekit.without_data import RNN_NOTE, RNN_WORKSPACE_NOTE, SDPA_NOTE
 
 MODELS = {
     "encoder layer": (lambda: nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), (2, 8, 32)),
@@ -241,5 +241,5 @@ def test_16_bit_layer_norm_statistics_are_wider_on_meta_and_noted():
     cpu, meta, fake = run("cpu"), run("meta"), run("fake")
     assert [r.dtype for r in cpu.residuals] == ["bfloat16"] * 3
     assert [r.dtype for r in meta.residuals] == ["bfloat16", "float32", "float32"]
-    assert meta.nodes[0].note == tk.predict.LAYER_NORM_NOTE and cpu.nodes[0].note is None
+    assert meta.nodes[0].note == tk.without_data.LAYER_NORM_NOTE and cpu.nodes[0].note is None
     assert signature(fake) == signature(cpu) and fake.nodes[0].note is None

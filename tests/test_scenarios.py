@@ -225,7 +225,7 @@ def test_registry_lists_every_scenario_in_lesson_order_with_its_source():
         assert src.startswith(f"def {name}(device: str = \"cpu\") -> ScenarioResult:")
         assert f"ScenarioResult(\"{name}\"" in src.replace("(\n        ", "(")  # it names its own result
     assert "retain_graph=True" in sc.source("retain_graph") and "h.add_" not in sc.source("retain_graph")
-    with pytest.raises(KeyError, match="no scenario 'retain'; the scenarios are: repeated_backward, retain_graph"):
+    with pytest.raises(tk.errors.UnknownScenarioError, match="no scenario 'retain': the scenarios are repeated_"):
         sc.source("retain")
 
 

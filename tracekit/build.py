@@ -15,10 +15,10 @@ from .errors import NoHistoryError, NotATensorError
 from .frames import Names
 from .keeper import gc_paused
 from .model import Mutation, Node, Residual, Role, Status, Storage, Trace
-from .predict import annotate_without_data
 from .progress import Progress
 from .saved import SavedSlot, attributes, is_custom_function, saved_slots, slot_names
 from .storage import StorageKey, device_text, has_data, storage_key, storage_nbytes, visible_nbytes, weak_ref
+from .without_data import backend_of_outputs, note_for
 
 Sources = dict[int, tuple[str | None, str]]  # a node's sequence number -> (source line, call name)
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
@@ -68,9 +68,7 @@ def build_trace(
     """Walk the graph once and turn what autograd holds into a Trace."""
     roots = _check_outputs(outputs)
     with gc_paused():
-        trace = _Builder(outputs, sources, names, mutations or []).build(roots, progress)
-    annotate_without_data(trace, outputs)
-    return trace
+        return _Builder(outputs, sources, names, mutations or []).build(roots, progress)
 
 
 def _check_outputs(outputs: tuple[Any, ...]) -> list[Any]:
@@ -109,6 +107,7 @@ class _Builder:
         self.storages: dict[StorageKey, Storage] = {}
         self.position: dict[Any, int] = {}
         self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
+        self.backend = backend_of_outputs(outputs)  # "meta" / "fake": a trace without data
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         everything = walk(roots)
@@ -129,7 +128,7 @@ class _Builder:
                         for t in self.outputs]
         return Trace(nodes, list(self.storages.values()), self.outputs, graph_nodes, self.leaves,
                      self.sources is not None, mutations=list(self.mutations), leaf_roles=self.leaf_roles,
-                     output_names=output_names)
+                     output_names=output_names, without_data=self.backend)
 
     def leaf_label(self, leaf_node: Any) -> str:
         """The user's name for a leaf (`W`, `model.fc.weight`), else `leaf0`, `leaf1`, ..."""
@@ -158,6 +157,8 @@ class _Builder:
                     attributes=attributes(gnode), described=by_slot is not None,
                     needs=tuple(n is not None for n, _ in nexts))
         node.residuals = [self.residual(node, gnode, saved, by_slot) for saved in saved_slots(gnode)]
+        if self.backend is not None:
+            node.note = note_for(node, self.backend)
         return node
 
     def residual(self, node: Node, gnode: Any, saved: SavedSlot, by_slot: dict[str, str] | None) -> Residual:

@@ -35,6 +35,13 @@ class DiffError(TracekitError, ValueError):
     """The two things given to tk.diff cannot be compared."""
 
 
+class UnknownScenarioError(TracekitError, KeyError):
+    """No scenario has that name (tk.scenarios.REGISTRY lists them)."""
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
 class RenderError(TracekitError, RuntimeError):
     """Graphviz could not turn the drawing into SVG."""
 

@@ -210,6 +210,7 @@ class Trace:
         mutations: list[Mutation] | None = None,
         leaf_roles: dict[str, Role] | None = None,
         output_names: list[str | None] | None = None,
+        without_data: str | None = None,
     ) -> None:
         self.nodes = nodes
         self.storages = storages
@@ -221,7 +222,7 @@ class Trace:
         self.retained: bool | None = None  # after backward: whether the graph was kept
         self.error: str | None = None  # PyTorch's message if the observed backward raised
         self.mutations = mutations or []  # in-place calls seen under capture
-        self.without_data: str | None = None  # "meta" or "fake": shapes and bytes only, no values
+        self.without_data = without_data  # "meta" or "fake": shapes and bytes only, no values
         self._outputs = outputs
         self._graph_nodes = graph_nodes
 
@@ -265,7 +266,7 @@ class Trace:
         `on_step(step)` is called as each reverse rule is about to run (after the previous
         step's releases and frees were recorded)."""
         from .observe import observe_backward
-        from .predict import refuse_without_data
+        from .without_data import refuse_without_data
 
         refuse_without_data(self)
         observe_backward(self, gradient, retain_graph, create_graph, on_step)

@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import UnknownScenarioError
 from ..results import ScenarioResult
 from .app_references import ITERATIONS, KEEPS, app_references, train_and_log, training_setup
 from .common import N
@@ -54,7 +55,7 @@ REGISTRY: dict[str, Scenario] = _registered(
 def source(name: str) -> str:
     """The source code of the scenario named `name` (a key of REGISTRY)."""
     if name not in REGISTRY:
-        raise KeyError(f"no scenario {name!r}; the scenarios are: {', '.join(REGISTRY)}")
+        raise UnknownScenarioError(f"no scenario {name!r}: the scenarios are {', '.join(REGISTRY)}")
     return REGISTRY[name].source()
 
 
