@@ -165,7 +165,7 @@ class _Builder:
         """One saved tensor: its size, storage, role and the rule that reads it."""
         t = saved.tensor
         key = storage_key(t) if t is not None and t.layout == torch.strided else None
-        role, producer, kind = self.role(saved.slot, t, gnode, key)
+        role, from_node, from_name, kind = self.role(saved.slot, t, gnode, key)
         storage = self.storage(key, t) if key is not None else None
         version, saved_version, modified_by = t._version if t is not None else None, None, ()
         if saved.status is Status.MODIFIED:
@@ -176,7 +176,7 @@ class _Builder:
             dtype=_dtype_text(t.dtype) if t is not None else None,
             device=device_text(t.device) if t is not None else None,
             nbytes=visible_nbytes(t) if t is not None else None,
-            storage=storage, role=role, producer=producer,
+            storage=storage, role=role, from_node=from_node, from_name=from_name,
             rule=rules.rule_text(saved.slot, by_slot),
             place=saved.place, hook=saved.hook, status=saved.status,
             version=version, saved_version=saved_version, modified_by=modified_by,
@@ -215,31 +215,31 @@ class _Builder:
         return version, saved_version, tuple(m for m in self.mutations if m.storage == key) if key else ()
 
     def role(self, slot: str, t: torch.Tensor | None, gnode: Any,
-             key: StorageKey | None) -> tuple[str, int | str | None, Role]:
-        """(the role in words, who produced the value, the Role)."""
+             key: StorageKey | None) -> tuple[str, int | None, str | None, Role]:
+        """(the role in words, the node that made the value, else the leaf's name, the Role)."""
         position = self.position
         if t is None:
-            return "unknown (not held)", None, Role.INTERMEDIATE
+            return "unknown (not held)", None, None, Role.INTERMEDIATE
         if t.grad_fn is not None and t.grad_fn is not gnode and t.grad_fn not in position and t._version > 0:
-            return "modified in place after it was saved", None, Role.INTERMEDIATE
+            return "modified in place after it was saved", None, None, Role.INTERMEDIATE
         var, is_param = self.names.get(key, (None, False)) if key is not None else (None, False)
         producer = t.grad_fn
         made = Role.OUTPUT if key in self.output_keys else Role.INTERMEDIATE
         if producer is gnode or slot.startswith("result"):
-            return f"output of #{position[gnode]} {gnode.name()} (this node)", position[gnode], made
+            return f"output of #{position[gnode]} {gnode.name()} (this node)", position[gnode], None, made
         if producer is None:
             if t.requires_grad or is_param or _is_parameter(t):
                 role = _leaf_role(t, is_param)
                 label = var or self.parameter_keys.get(key) if key is not None else var
-                return (f"{role.value} {var}" if var else role.value), label or role.value, role
+                return (f"{role.value} {var}" if var else role.value), None, label, role
             if var:
-                return f"constant {var}", var, Role.CONSTANT
+                return f"constant {var}", None, var, Role.CONSTANT
             if is_custom_function(gnode):  # made inside a custom/compiled forward, which ran without grad
-                return "made inside the function's forward", None, Role.INTERMEDIATE
-            return "constant (no grad)", "constant", Role.CONSTANT
+                return "made inside the function's forward", None, None, Role.INTERMEDIATE
+            return "constant (no grad)", None, None, Role.CONSTANT
         if producer in position:
-            return f"output of #{position[producer]} {producer.name()}", position[producer], made
-        return "intermediate (made outside the traced graph)", None, Role.INTERMEDIATE
+            return f"output of #{position[producer]} {producer.name()}", position[producer], None, made
+        return "intermediate (made outside the traced graph)", None, None, Role.INTERMEDIATE
 
 
 def _node_sources(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]], position: dict[Any, int],

@@ -58,6 +58,9 @@ class Role(_Words):
     INTERMEDIATE = "intermediate"  # made by an op inside the graph
 
 
+_LEAF_KINDS = (Role.CONSTANT, Role.INPUT, Role.PARAMETER)
+
+
 @dataclass(eq=False, slots=True)
 class Residual:
     """One tensor PyTorch saved for a reverse rule, and what happened to it."""
@@ -71,7 +74,8 @@ class Residual:
     storage: Storage | None = field(repr=False)
     role: str
     rule: str
-    producer: int | str | None = None  # forward node index, or the name of a leaf / input
+    from_node: int | None = None  # the forward node that made the value (its index), if one in the trace did
+    from_name: str | None = None  # else the leaf or constant's name (the caller's, or a label like leaf0)
     place: HeldIn = HeldIn.GRAPH  # where the value is kept until backward reads it
     status: Status = Status.LIVE
     version: int | None = None
@@ -84,6 +88,21 @@ class Residual:
     modified_by: tuple[Mutation, ...] = ()  # in-place calls seen under capture
     kind: Role = Role.INTERMEDIATE  # the role of the saved value (`role` says it in words)
     hook: str | None = None  # the unpack hook's qualified name, for HeldIn.HOOK
+
+    @property
+    def leaf_source(self) -> str | None:
+        """Who made the value when no forward node did: a leaf's or constant's name, else its kind in
+        words (`constant`, `parameter`, `input leaf`); None when the maker is a node or unknown."""
+        if self.from_node is not None:
+            return None
+        if self.from_name is not None:
+            return self.from_name
+        return self.kind.value if self.kind in _LEAF_KINDS else None
+
+    @property
+    def producer(self) -> int | str | None:
+        """from_node, else leaf_source: the index of the node that made the value, or a leaf's name."""
+        return self.from_node if self.from_node is not None else self.leaf_source
 
     @property
     def held_in(self) -> str:
@@ -148,6 +167,16 @@ class Node:
     described: bool = True  # whether rules.py explains this node
     needs: tuple[bool, ...] = ()  # per input slot of the backward (next_functions): whether a gradient goes there
     note: str | None = None  # e.g. where a meta trace ran another kernel than a real device would
+
+    @property
+    def input_nodes(self) -> tuple[int, ...]:
+        """The forward nodes feeding this one (their indices), in input order."""
+        return tuple(i for i in self.inputs if type(i) is int)
+
+    @property
+    def input_leaves(self) -> tuple[str, ...]:
+        """The leaves feeding this one (their labels), in input order."""
+        return tuple(i for i in self.inputs if type(i) is str)
 
     def reads(self) -> list[Residual]:
         """The residuals this node's rule reads for the gradients that are needed (all of them

@@ -37,9 +37,8 @@ def reverse_order(trace: Trace) -> list[Node]:
     nodes = trace.nodes
     waiting = [0] * len(nodes)
     for node in nodes:
-        for i in node.inputs:
-            if isinstance(i, int):
-                waiting[i] += 1
+        for i in node.input_nodes:
+            waiting[i] += 1
     position = {g: i for i, g in enumerate(trace._graph_nodes)}
     roots = [position[t.grad_fn] for t in trace._outputs if t.grad_fn in position]
     for r in roots:
@@ -53,11 +52,10 @@ def reverse_order(trace: Trace) -> list[Node]:
     while ready:
         node = nodes[-heapq.heappop(ready)]
         order.append(node)
-        for i in node.inputs:
-            if isinstance(i, int):
-                waiting[i] -= 1
-                if waiting[i] == 0:
-                    heapq.heappush(ready, -i)
+        for i in node.input_nodes:
+            waiting[i] -= 1
+            if waiting[i] == 0:
+                heapq.heappush(ready, -i)
     return order
 
 

@@ -150,48 +150,44 @@ class _Plan:
         self.leaf_at: dict[str, int] = {}
         kept = [trace.nodes[i] for i in sorted(keep)]
         for node in kept:
-            for src in node.inputs:
-                if isinstance(src, str):
-                    self.leaf_at.setdefault(src, node.index)
+            for src in node.input_leaves:
+                self.leaf_at.setdefault(src, node.index)
         # constants and other leaves known only as residual producers
         self.extra: dict[str, tuple[int, Role, str]] = {}  # id -> (column node, role, label)
         for node in kept:
             for r in node.residuals:
-                if isinstance(r.producer, str) and r.producer not in self.leaf_at:
-                    generic = r.producer in ("constant", "input", "parameter", "input leaf")
-                    key = f"{r.producer}@{node.index}.{r.slot}" if generic else r.producer
+                leaf = r.leaf_source
+                if leaf is not None and leaf not in self.leaf_at:
+                    key = _extra_key(r)
                     if key not in self.extra:
-                        label = "constant" if generic and r.kind == Role.CONSTANT else r.producer
-                        self.extra[key] = (node.index, r.kind, label)
+                        self.extra[key] = (node.index, r.kind, leaf)
         # a source op (no drawn forward input) takes one leaf on its left: the input, not a parameter
         self.left: set[str] = set()
         for node in kept:
-            if any(not isinstance(s, str) for s in node.inputs):
+            if node.input_nodes:
                 continue
-            mine = [s for s in node.inputs if isinstance(s, str) and self.leaf_at.get(s) == node.index]
+            mine = [s for s in node.input_leaves if self.leaf_at.get(s) == node.index]
             if mine:
                 order = sorted(range(len(mine)), key=lambda k: (self.leaf_role.get(mine[k]) == Role.PARAMETER, -k))
                 self.left.add(mine[order[0]])
 
-    def fid(self, i: int | str) -> str:
-        if isinstance(i, str):
-            return _leaf_id(i)
+    def fid(self, i: int) -> str:
         return f"f{i}" if i in self.keep else f"f_{COLLAPSED}"
+
+    def lid(self, label: str) -> str:
+        return _leaf_id(label)
 
     def rid(self, i: int) -> str:
         return f"r{i}" if i in self.keep else f"r_{COLLAPSED}"
 
     def residual_source(self, r: Residual) -> str | None:
         """The drawn id of where a residual came from (None: nowhere to draw it from)."""
-        src = r.producer
-        if src is None:
+        if r.from_node is not None:
+            return self.fid(r.from_node)
+        leaf = r.leaf_source
+        if leaf is None:
             return None
-        if isinstance(src, int):
-            return self.fid(src)
-        if src in self.leaf_at:
-            return self.fid(src)
-        generic = src in ("constant", "input", "parameter", "input leaf")
-        return self.fid(f"{src}@{r.node.index}.{r.slot}" if generic else src)
+        return self.lid(leaf if leaf in self.leaf_at else _extra_key(r))
 
 
 def _rule_label(trace: Trace, node: Node, step_of: dict[int, int]) -> str:
@@ -320,9 +316,14 @@ def _plain_lifetimes(trace: Trace, plan: _Plan) -> list[str]:
     return lines
 
 
+def _extra_key(r: Residual) -> str:
+    """The drawn id of a leaf known only as a residual's maker: its name, or (unnamed) one per use."""
+    return r.from_name if r.from_name is not None else f"{r.leaf_source}@{r.node.index}.{r.slot}"
+
+
 def _residual_name(r: Residual) -> str:
-    producer = r.producer if isinstance(r.producer, str) else f"#{r.producer}" if r.producer is not None else "?"
-    if isinstance(r.producer, int) and r.storage is not None and r.storage.names:
+    producer = r.leaf_source or (f"#{r.from_node}" if r.from_node is not None else "?")
+    if r.from_node is not None and r.storage is not None and r.storage.names:
         producer = r.storage.names[0]  # the caller's name for the value, e.g. y
     pinned = format_bytes(r.pinned_nbytes) if r.storage is not None else "0 B"
     return f"{producer} → #{r.node.index} {r.node.name}.{r.slot} · {format_bytes(r.nbytes)} (pins {pinned})"
@@ -410,16 +411,16 @@ def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: boo
     for label, at in plan.leaf_at.items():
         role = plan.leaf_role.get(label, Role.INPUT)
         desc = trace.leaves.get(label, role.value).split(" (")[0]
-        leaf_node(plan.fid(label), f"{label}\n{desc}", role)
+        leaf_node(plan.lid(label), f"{label}\n{desc}", role)
         if label in plan.left:
-            op_ids.append(plan.fid(label))
+            op_ids.append(plan.lid(label))
         else:
-            middle_ids.append(plan.fid(label))
-            rows[str(at)].append(plan.fid(label))
+            middle_ids.append(plan.lid(label))
+            rows[str(at)].append(plan.lid(label))
     for key, (at, role, label) in plan.extra.items():
-        leaf_node(plan.fid(key), label if label == role.value else f"{label}\n{role.value}", role)
-        middle_ids.append(plan.fid(key))
-        rows[str(at)].append(plan.fid(key))
+        leaf_node(plan.lid(key), label if label == role.value else f"{label}\n{role.value}", role)
+        middle_ids.append(plan.lid(key))
+        rows[str(at)].append(plan.lid(key))
 
     # the traced outputs, after their forward op; backward starts from them (dotted)
     for k, (i, name) in enumerate(_outputs(trace)):
@@ -435,13 +436,13 @@ def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: boo
     drawn: set[tuple[str, str]] = set()
     between_done: set[str] = set()
     for node in trace.nodes:
-        if node.index not in keep and all(isinstance(s, str) or s not in keep for s in node.inputs):
+        if node.index not in keep and all(s not in keep for s in node.input_nodes):
             continue  # inside the collapsed box
         for src in node.inputs:
-            if isinstance(src, str):
+            if type(src) is str:  # a leaf (Node.inputs keeps the input order: leaves and nodes mixed)
                 if node.index not in keep:
                     continue
-                lid = plan.fid(src)
+                lid = plan.lid(src)
                 if src in plan.left:
                     add(f"{lid} -> {plan.fid(node.index)} {_attrs(color=FORWARD)}")
                 elif plan.leaf_at.get(src) != node.index and (lid, plan.fid(node.index)) not in drawn:
@@ -481,7 +482,7 @@ def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: boo
                 add(f"{plan.rid(i)} -> {src} {_attrs(dir='back', **style)}")
     # leaves between the lanes that no rule here read still enter their op
     for key in [*plan.leaf_at, *plan.extra]:
-        lid = plan.fid(key)
+        lid = plan.lid(key)
         if lid in middle_ids and lid not in between_done:
             at = plan.leaf_at[key] if key in plan.leaf_at else plan.extra[key][0]
             column(at, lid, None, {"color": FORWARD})

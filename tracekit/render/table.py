@@ -103,7 +103,7 @@ def residual_table(trace: Trace) -> Table:
 
 
 def _inputs(inputs: tuple[int | str, ...]) -> str:
-    return ", ".join(i if isinstance(i, str) else f"#{i}" for i in inputs)
+    return ", ".join(f"#{i}" if type(i) is int else i for i in inputs)
 
 
 def trace_text(trace: Trace) -> str:
