@@ -41,6 +41,9 @@ def execute(path: pathlib.Path, timeout: int = 300) -> float:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
     paths = [pathlib.Path(p) for p in argv] or sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
     for path in paths:
         seconds = execute(path)
