@@ -1,0 +1,326 @@
+"""Recording one training step: the phases (backward calls, each reverse rule, zero_grad, the
+optimizer step) marked in the allocation stream, and at each mark who holds each storage
+(`_Recorder`); on the meta device, where there is no allocator, the stream itself (`_MetaStream`)."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import sys
+import sysconfig
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .. import keeper
+from ..build import is_leaf_node, walk
+from ..frames import forget_snapshot
+from ..memory import AllocationStream, Measurement
+from ..model import Status
+from ..saved import released, saved_slots
+from ..storage import allocated_bytes
+from .inputs import _tensors_in
+
+USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
+
+_TRACEKIT_DIR = os.path.dirname(os.path.dirname(__file__))  # tracekit's own files are library frames
+_LIBRARY_DIRS = tuple(
+    os.path.normpath(d) + os.sep
+    for d in (os.path.dirname(torch.__file__), _TRACEKIT_DIR, sysconfig.get_paths()["stdlib"])
+)
+
+
+META_SOURCE = ("predicted on the meta device, nothing run on data: each storage an op makes counts as "
+               "allocated until the first op or mark that finds it gone; scratch memory inside kernels is not seen")
+
+
+def _key(storage: Any) -> int:
+    """An allocation's identity: its address, or on the meta device (every address 0) its StorageImpl."""
+    return storage._cdata if storage.device.type == "meta" else storage.data_ptr()
+
+
+class _MetaStream(TorchDispatchMode):
+    """On the meta device there is no allocator: every storage an op makes is an allocation, and
+    a storage found gone (polled before each op and at each mark) is a free."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[int, int]] = []
+        self.marks: list[tuple[str, int]] = []
+        self.live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self.result: Measurement | None = None
+
+    def poll(self) -> None:
+        for key, (weak, nbytes) in list(self.live.items()):
+            if weak.expired():
+                del self.live[key]
+                self.events.append((key, -nbytes))
+
+    def watch(self, storages: dict[int, StorageWeakRef], sizes: dict[int, tuple[str, int]]) -> None:
+        """Also report the end of storages made before the measurement (seen at its start)."""
+        for key, weak in storages.items():
+            self.live.setdefault(key, (weak, sizes[key][1]))
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.poll()
+        out = func(*args, **(kwargs or {}))
+        for t in _tensors_in(out):
+            if t.device.type == "meta" and t.layout == torch.strided:
+                storage = t.untyped_storage()
+                key = _key(storage)
+                if key not in self.live and storage.nbytes():
+                    self.live[key] = (StorageWeakRef(storage), storage.nbytes())
+                    self.events.append((key, storage.nbytes()))
+        return out
+
+    def mark(self, label: str) -> None:
+        self.poll()
+        if not self.marks:
+            self.events.clear()  # the region starts at the first mark
+        self.marks.append((label, len(self.events)))
+
+    def stream(self) -> AllocationStream:
+        return AllocationStream("meta", list(self.events), list(self.marks))
+
+
+def _forget_containers(frame: Any, scope: dict[str, Any], names: list[str]) -> None:
+    """Python < 3.13 keeps the f_locals snapshot of a running frame: drop the entries that hold
+    tensors (in containers too), so that reading the caller's variables never extends a lifetime."""
+    if sys.version_info >= (3, 13) or not frame.f_code.co_flags & inspect.CO_OPTIMIZED or scope is frame.f_globals:
+        return
+    for name in names:
+        scope.pop(name, None)
+
+
+def _library_frame(frame: Any) -> bool:
+    return os.path.normpath(frame.f_code.co_filename).startswith(_LIBRARY_DIRS)
+
+
+@dataclass(eq=False)
+class _SavedValue:
+    """A tensor the running backward's graph saved on the device: where, which storage, its bytes."""
+
+    node: Any
+    slot: str
+    key: int  # the storage's identity (see _key)
+    nbytes: int
+    storage: StorageWeakRef  # to notice when a graph kept by retain_graph lets it go
+
+
+class _Recorder(TorchFunctionMode):
+    """Marks the step's phases (backward calls, graph nodes, optimizer and zero_grad) and, at each
+    mark, which storage each holder (parameters, gradients, ...) holds."""
+
+    _BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
+                 held: Any, step: Callable[[], Any], probe: Any) -> None:
+        super().__init__()
+        self.probe = probe  # the allocation stream (measure's probe, or _MetaStream): marks go into it
+        self.device = device
+        self.optimizer = optimizer
+        tensors = list(model.parameters()) + [p for g in optimizer.param_groups for p in g["params"]]
+        self.params = list({id(p): p for p in tensors}.values())
+        self.buffers = list(model.buffers())
+        self.names = {_key(p.untyped_storage()): n for n, p in model.named_parameters()}
+        self.held = held
+        self.step = step
+        self.labels: list[tuple[str, int]] = []  # (label, backward pass or 0)
+        self.observations: list[dict[int, tuple[str, int]]] = []  # per mark: pointer -> (category, bytes)
+        self.saved: list[_SavedValue] = []  # what the running backward's graph saved and still holds
+        self.retained: dict[int, tuple[StorageWeakRef, int]] = {}  # saved storages of graphs kept by retain_graph
+        self.passes = 0
+        self.rules = 0
+        self.runner: Any = None  # the frame that called the step
+        self.frame_held: list[torch.Tensor] | None = None  # while backward runs: what the caller's frames hold
+        self.optimizer_steps = 0
+        self.start_weak: dict[int, StorageWeakRef] = {}  # storages seen at the start, to notice their end
+        self.gone: list[list[int]] = []  # per mark: storages seen at the start that are gone by now
+
+    # -- marks
+    def mark(self, label: str, backward_pass: int = 0) -> None:
+        self.probe.mark(f"{len(self.labels)}")
+        self.labels.append((label, backward_pass))
+        gone = [ptr for ptr, weak in self.start_weak.items() if weak.expired()]
+        for ptr in gone:
+            del self.start_weak[ptr]
+        self.gone.append(gone)
+        self.observations.append(self._observe())
+
+    def _observe(self) -> dict[int, tuple[str, int]]:
+        out: dict[int, tuple[str, int]] = {}
+        dev = str(self.device)
+        first = not self.observations
+
+        def put(tensors: Any, category: str) -> None:
+            for t in tensors:
+                if t is None or t.layout != torch.strided or t.device != self.device:
+                    continue
+                storage = t.untyped_storage()
+                nbytes = storage.nbytes()
+                if nbytes:
+                    ptr = _key(storage)
+                    out.setdefault(ptr, (category, allocated_bytes(nbytes, dev)))
+                    if first and ptr not in self.start_weak:
+                        self.start_weak[ptr] = StorageWeakRef(storage)
+
+        put(self.params + self.buffers, "parameters")
+        put((p.grad for p in self.params), "gradients")
+        put(_tensors_in(list(self.optimizer.state.values())), "optimizer state")
+        refs = self.frame_held if self.frame_held is not None else self._frame_tensors()
+        put(_tensors_in([self.held, self._static_refs(), refs]), "application references")
+        del refs
+        self.saved = [v for v in self.saved if not released(v.node, [v.slot])]
+        for v in self.saved:
+            out.setdefault(v.key, ("saved activations", v.nbytes))
+        for ptr, (weak, nbytes) in list(self.retained.items()):
+            if weak.expired():
+                del self.retained[ptr]
+            else:
+                out.setdefault(ptr, ("saved activations", nbytes))
+        return out
+
+    def _static_refs(self) -> list[Any]:
+        """What the step function itself holds: its closure cells and the globals it names."""
+        fn = self.step
+        code = getattr(fn, "__code__", None)
+        found: list[Any] = []
+        for cell in getattr(fn, "__closure__", None) or ():
+            with contextlib.suppress(ValueError):
+                found.append(cell.cell_contents)
+        scope = getattr(fn, "__globals__", {})
+        if code is not None:
+            found.extend(scope[n] for n in code.co_names if n in scope)
+        return [v for v in found if not isinstance(v, (torch.nn.Module, torch.optim.Optimizer))]
+
+    def _frame_tensors(self) -> list[torch.Tensor]:
+        """Tensors in the local variables of the caller's frames now running (the step and user code)."""
+        frame = sys._getframe(1)
+        chain = []
+        while frame is not None and frame is not self.runner:
+            chain.append(frame)
+            frame = frame.f_back
+        if frame is None or not chain:
+            return []  # not inside the step (or on another thread)
+        found: list[torch.Tensor] = []
+        for f in chain:
+            if f is chain[-1] or not _library_frame(f):
+                scope = f.f_locals
+                holding = []
+                for name, value in scope.items():
+                    if not isinstance(value, (torch.nn.Module, torch.optim.Optimizer)):
+                        tensors = list(_tensors_in(value))
+                        if tensors:
+                            found.extend(tensors)
+                            holding.append(name)
+                forget_snapshot(f, scope)
+                _forget_containers(f, scope, holding)
+                del scope
+        return found
+
+    # -- running the step
+    def run(self) -> None:
+        self.runner = sys._getframe()
+        self.step()  # the return value is dropped at once
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func in self._BACKWARDS:
+            return self._backward(func, args, kwargs)
+        return func(*args, **kwargs)
+
+    def _backward(self, func: Any, args: Any, kwargs: Any) -> Any:
+        bound = inspect.signature(func).bind(*args, **kwargs).arguments
+        roots = bound.get("self", bound.get("tensors", bound.get("outputs")))
+        roots = [roots] if isinstance(roots, torch.Tensor) else list(roots)
+        create = bool(bound.get("create_graph", False))
+        retain = bound.get("retain_graph")
+        retain = create if retain is None else bool(retain)
+        self.passes += 1
+        n = self.passes
+        self.frame_held = self._frame_tensors()  # the caller's frames wait, unchanged, while backward runs
+        nodes = walk([r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None])
+        keeper.keep(sorted((g for g in nodes if not is_leaf_node(g)), key=lambda g: g._sequence_nr()))
+        self._collect_saved(nodes)  # in its own frame: no saved value outlives the call
+        self.mark("after forward", n)
+        handles = [node.register_prehook(self._rule_hook(node, n)) for node in nodes]
+        try:
+            return func(*args, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+            del handles
+            if retain:
+                for v in self.saved:
+                    if not released(v.node, [v.slot]):
+                        self.retained[v.key] = (v.storage, v.nbytes)
+            self.saved = []
+            del nodes, roots, bound
+            self.mark("after backward", n)
+            self.frame_held = None
+
+    def _collect_saved(self, nodes: list[Any]) -> None:
+        """Remember every tensor the graph saved on the device (node, slot, storage, bytes)."""
+        for node in nodes:
+            if is_leaf_node(node):
+                continue
+            for s in saved_slots(node):
+                t = s.tensor
+                if s.status is Status.LIVE and t is not None and t.layout == torch.strided and t.device == self.device:
+                    storage = t.untyped_storage()
+                    if storage.nbytes():
+                        nbytes = allocated_bytes(storage.nbytes(), str(self.device))
+                        self.saved.append(_SavedValue(node, s.slot, _key(storage), nbytes, StorageWeakRef(storage)))
+
+    def _rule_hook(self, node: Any, backward_pass: int) -> Callable[[Any], None]:
+        name = node.name()
+        if is_leaf_node(node):
+            var = node.variable
+            name += f" ({self.names.get(_key(var.untyped_storage()), 'leaf')})"
+
+        def hook(grad_outputs: Any) -> None:
+            self.rules += 1
+            self.mark(f"backward {self.rules}: {name}", backward_pass)
+
+        return hook
+
+    @contextlib.contextmanager
+    def watching(self, model: torch.nn.Module) -> Iterator[None]:
+        """Marks around zero_grad and the optimizer step while the step runs (all undone after)."""
+        def wrap(owner: Any) -> tuple[Any, bool]:
+            had = "zero_grad" in vars(owner)
+            original = owner.zero_grad
+
+            def zero_grad(*a: Any, **k: Any) -> Any:
+                result = original(*a, **k)
+                self.mark("after zero_grad")
+                return result
+
+            owner.zero_grad = zero_grad
+            return original, had
+
+        def begin(*_: Any) -> None:
+            self.mark("optimizer step begins")
+
+        def done(*_: Any) -> None:
+            self.optimizer_steps += 1
+            self.mark("after optimizer step")
+
+        wrapped = [(owner, *wrap(owner)) for owner in (self.optimizer, model)]
+        hooks = [self.optimizer.register_step_pre_hook(begin), self.optimizer.register_step_post_hook(done)]
+        try:
+            yield
+        finally:
+            for h in hooks:
+                h.remove()
+            for owner, original, had in wrapped:
+                if had:
+                    owner.zero_grad = original
+                else:
+                    del owner.zero_grad
