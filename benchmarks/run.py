@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 import tracekit as tk
 from tracekit.render.svg import renderer
@@ -147,6 +148,103 @@ def bench_capture(quick: bool) -> None:
 
         _capture_row("the same with scalar tensors (tanh recurrence)", lambda: tk.trace(scalar_program(x, w, b)),
                      plain_scalar, captured_scalar, 2.0, repeat)
+    finally:
+        torch.set_num_threads(threads)
+
+
+class _EmptyMode(TorchFunctionMode):
+    """A TorchFunctionMode that only calls through: what tk.capture()'s mechanism costs by itself."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _bare_observed_backward(loss: torch.Tensor) -> None:
+    """The graph walk and one shared pre-hook per node (the engine names the node), then backward:
+    what tracekit's observation costs with no bookkeeping at all."""
+    from tracekit.build import is_leaf_node, walk
+
+    current, calls = torch._C._current_autograd_node, []
+    carrier = torch.empty(0)
+    carrier._backward_hooks = {0: lambda _grad: calls.append(current())}
+    for n in walk([loss.grad_fn]):
+        if not is_leaf_node(n):
+            n._register_hook_dict(carrier)
+    loss.backward()
+
+
+def bench_floor(quick: bool) -> None:
+    """The floor under the capture rows: the same programs with tracekit's mechanisms and none of its
+    bookkeeping (an empty TorchFunctionMode; + the walk and one shared pre-hook per node)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    repeat = 5 if quick else 11
+    try:
+        x0, w0, b0 = (torch.tensor(v, requires_grad=True) for v in (0.5, 0.9, 0.1))
+        programs = [(f"MLP width {w}", (lambda net, x: lambda: net(x).pow(2).mean())(mlp(w), torch.randn(32, w)))
+                    for w in (64, 128)]
+        programs.append(("scalar tanh recurrence", lambda: scalar_program(x0, w0, b0)))
+        for label, forward in programs:
+            def plain(forward=forward) -> None:
+                forward().backward()
+
+            def mode_only(forward=forward) -> None:
+                with _EmptyMode():
+                    loss = forward()
+                loss.backward()
+
+            def mechanisms(forward=forward) -> None:
+                with _EmptyMode():
+                    loss = forward()
+                _bare_observed_backward(loss)
+
+            for name, ours in (("an empty TorchFunctionMode alone", mode_only),
+                               ("+ graph walk + one shared pre-hook per node", mechanisms)):
+                ours()
+                r = interleaved(plain, ours, repeat)
+                record(f"floor, {label}: {name} / plain", r["cpu"], "-", None, "×",
+                       note=f"CPU-time ratio (wall {r['wall']:.2f}×)", wall_ratio=round(r["wall"], 4))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def bench_phases(quick: bool) -> None:
+    """Where the capture rows' time goes: CPU milliseconds per phase (medians), plain and traced."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    repeat = 5 if quick else 9
+    try:
+        net, x = mlp(64), torch.randn(32, 64)
+        x0, w0, b0 = (torch.tensor(v, requires_grad=True) for v in (0.5, 0.9, 0.1))
+        for label, forward in (("MLP width 64", lambda: net(x).pow(2).mean()),
+                               ("scalar tanh recurrence", lambda: scalar_program(x0, w0, b0))):
+            times: dict[str, list[float]] = {k: [] for k in ("plain forward", "plain backward", "forward under capture",
+                                                              "trace build", "observed backward")}
+            nodes = 0
+            for _ in range(repeat):
+                t0 = time.process_time()
+                loss = forward()
+                t1 = time.process_time()
+                loss.backward()
+                t2 = time.process_time()
+                with tk.capture() as cap:
+                    loss = forward()
+                t3 = time.process_time()
+                tr = quiet_trace(cap, loss)
+                t4 = time.process_time()
+                tr.backward()
+                t5 = time.process_time()
+                nodes = len(tr.nodes)
+                for k, v in zip(list(times), (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+                    times[k].append(v)
+                del tr, loss
+            med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+            extra = {"forward under capture": med["forward under capture"] - med["plain forward"],
+                     "trace build": med["trace build"],
+                     "observed backward": med["observed backward"] - med["plain backward"]}
+            for k, ms in med.items():
+                note = f"+{extra[k] * 1e3 / nodes:.0f} µs per node" if k in extra else ""
+                record(f"phase, {label} ({nodes} nodes): {k}", ms, "-", None, "ms", note=note)
     finally:
         torch.set_num_threads(threads)
 
@@ -306,8 +404,8 @@ def bench_grading(quick: bool) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-BENCHES = {"capture": bench_capture, "dot": bench_dot, "drawing": bench_drawing, "memory": bench_memory,
-           "notebooks": bench_notebooks, "grading": bench_grading}
+BENCHES = {"capture": bench_capture, "floor": bench_floor, "phases": bench_phases, "dot": bench_dot,
+           "drawing": bench_drawing, "memory": bench_memory, "notebooks": bench_notebooks, "grading": bench_grading}
 
 
 def main() -> int:
