@@ -199,7 +199,7 @@ class _Builder:
         if leaf_role is None and t.is_leaf and t.requires_grad:
             leaf_role = _leaf_role(t, is_param)
         storage = self.storages[key] = Storage(
-            key, storage_nbytes(t), str(t.device), names=(var,) if var else (), is_parameter=is_param,
+            key, storage_nbytes(t), device_text(t.device), names=(var,) if var else (), is_parameter=is_param,
             is_output=key in self.output_keys, weak=weak_ref(t), leaf_role=leaf_role,
         )
         return storage
@@ -220,10 +220,10 @@ class _Builder:
         position = self.position
         if t is None:
             return "unknown (not held)", None, None, Role.INTERMEDIATE
-        if t.grad_fn is not None and t.grad_fn is not gnode and t.grad_fn not in position and t._version > 0:
+        producer = t.grad_fn
+        if producer is not None and producer is not gnode and producer not in position and t._version > 0:
             return "modified in place after it was saved", None, None, Role.INTERMEDIATE
         var, is_param = self.names.get(key, (None, False)) if key is not None else (None, False)
-        producer = t.grad_fn
         made = Role.OUTPUT if key in self.output_keys else Role.INTERMEDIATE
         if producer is gnode or slot.startswith("result"):
             return f"output of #{position[gnode]} {gnode.name()} (this node)", position[gnode], None, made

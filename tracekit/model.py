@@ -205,9 +205,9 @@ class Storage:
         """True once the allocation has really been freed."""
         return self.weak is not None and weak_expired(self.weak)
 
-    def __del__(self) -> None:
+    def __del__(self, drop: Callable[[int], None] = drop_weak_ref) -> None:  # bound now: safe at shutdown
         if self.weak is not None:
-            drop_weak_ref(self.weak)
+            drop(self.weak)
 
 
 @dataclass(eq=False, slots=True)

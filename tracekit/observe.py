@@ -19,6 +19,7 @@ from .errors import NotObservableError
 from .keeper import gc_paused
 from .model import Residual, Status, Step, Storage, Trace
 from .saved import is_custom_function
+from .storage import weak_expired
 
 
 class Observer:
@@ -79,7 +80,7 @@ class Observer:
                 if left == 0 and not (storage.is_parameter or storage.is_output) and storage.weak is not None:
                     self.pending.append((storage, storage.weak))
         if self.pending:
-            expired = torch.UntypedStorage._expired
+            expired = weak_expired
             still = []
             for storage, cdata in self.pending:
                 if expired(cdata):

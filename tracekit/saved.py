@@ -49,11 +49,6 @@ def slot_names(kind: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(n for n in names if n in raw), tuple(n for n in names if n not in raw)
 
 
-def base_slot(slot: str) -> str:
-    """The slot's name without a list index: `tensors[1]` -> `tensors`."""
-    return slot.partition("[")[0]
-
-
 def raw_slot(node: Any, slot: str) -> Any:
     """The SavedTensor behind one slot (`tensors[1]` indexes the list), read without unpacking;
     raises RuntimeError or IndexError when autograd has released a list."""

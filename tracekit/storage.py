@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import torch
 
@@ -74,13 +73,9 @@ def weak_ref(t: torch.Tensor) -> int:
 
 
 weak_expired = torch.UntypedStorage._expired  # weak_expired(ref): True once the memory is gone
-_free_weak_ref = torch.UntypedStorage._free_weak_ref
 
 
-def drop_weak_ref(ref: int, free: Any = _free_weak_ref) -> None:
-    """Give a weak_ref back (bound at import: safe while the interpreter shuts down)."""
-    if free is not None:
-        free(ref)
+drop_weak_ref = torch.UntypedStorage._free_weak_ref  # drop_weak_ref(ref): give a weak_ref back, once
 
 
 def format_exact(n: int) -> str:

@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from ..memory import AllocationStream
 from .result import ALLOCATED, Moment
 
-USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
-
 
 def _resolve(seen: dict[int, str | None], fallback: str) -> tuple[dict[int, str], str]:
     """Per mark where an allocation was live: the holder seen then, else the next one seen (what it

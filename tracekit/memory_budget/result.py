@@ -12,8 +12,6 @@ from ..memory import Measurement
 from ..render.table import aligned, html_table
 from ..storage import format_bytes
 
-USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
-
 CATEGORIES = (
     "parameters", "gradients", "optimizer state", "saved activations",
     "application references", "temporary workspaces", "unattributed", "allocator reserve",
