@@ -1,16 +1,22 @@
 """Graded exercises: `tk.check("ex03")` checks your answers in this notebook.
 
 Probe side (this module, `base`, `ex01` ...): draws nothing secret and computes no truth; it
-runs the student's answers and returns raw JSON observations. Trusted side (`judges/`,
-imported lazily by `judge_all`): computes the truth now and scores the observations.
+runs the student's answers and returns raw JSON observations (in the grader, inside the
+student's sandbox, where nothing it says is trusted). Trusted side (`judges/`, imported lazily
+by `judge_all`): computes the truth now and scores the observations; where a criterion is how
+the answer runs (memory), it reads a measurement taken outside the answer's process.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import importlib
+import json
 import pkgutil
 import random
 import re
+import secrets
 import sys
 from typing import Any
 
@@ -20,6 +26,8 @@ IDS = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if re.fullmatc
 
 # what a judged question's "status" can be (tests assert on it; "checker_error" is our bug)
 STATUSES = ("correct", "partial", "wrong", "missing", "answer_raised", "checker_error")
+SELF_CHECK_NOTE = ("This self-check ran in your kernel; the instructor's grade runs this notebook again from the "
+                   "top in a fresh sandbox, checks every case, and measures memory outside your process.")
 
 
 def get(exercise_id: str) -> Exercise:
@@ -29,85 +37,160 @@ def get(exercise_id: str) -> Exercise:
     return importlib.import_module(f".{exercise_id}", __name__).EXERCISE
 
 
-def probe_all(exercise: Exercise, namespace: dict[str, Any], inputs: dict[str, dict]) -> dict[str, dict]:
-    """Run every question's probe on the answers found in `namespace` (where the answers live).
+def probe_one(q: Question, namespace: dict[str, Any], inputs: dict) -> dict:
+    """Run one question's probe on the answer found in `namespace`: the probe's JSON, or one of
+    {"missing": why}, {"error": what the student's code raised or why the answer cannot be read},
+    {"checker_error": what failed in the checker itself}."""
+    if q.answer not in namespace:
+        return {"missing": f"define `{q.answer}`"}
+    answer = namespace[q.answer]
+    if q.kind == "data" and answer is None:
+        return {"missing": f"set `{q.answer}` to your answer"}
+    try:
+        return q.probe(answer, inputs)
+    except AnswerError as err:
+        return {"error": str(err), "raised": False}
+    except AnswerRaised as err:
+        if isinstance(err.original, NotImplementedError):
+            return {"missing": f"`{q.answer}` is not implemented yet"}
+        return {"error": str(err), "raised": True}
+    except Exception as err:  # noqa: BLE001 - a bug of the probe, reported as such
+        return {"checker_error": f"{type(err).__name__}: {err}"}
 
-    Each observation is the probe's JSON, or one of {"missing": why}, {"error": what the
-    student's code raised or why the answer cannot be read}, {"checker_error": what failed
-    in the checker itself}."""
-    out: dict[str, dict] = {}
-    for q in exercise.questions:
-        if q.answer not in namespace:
-            out[q.name] = {"missing": f"define `{q.answer}`"}
-            continue
-        answer = namespace[q.answer]
-        if q.kind == "data" and answer is None:
-            out[q.name] = {"missing": f"set `{q.answer}` to your answer"}
-            continue
-        try:
-            out[q.name] = q.probe(answer, inputs[q.name])
-        except AnswerError as err:
-            out[q.name] = {"error": str(err), "raised": False}
-        except AnswerRaised as err:
-            if isinstance(err.original, NotImplementedError):
-                out[q.name] = {"missing": f"`{q.answer}` is not implemented yet"}
-            else:
-                out[q.name] = {"error": str(err), "raised": True}
-        except Exception as err:  # noqa: BLE001 - a bug of the probe, reported as such
-            out[q.name] = {"checker_error": f"{type(err).__name__}: {err}"}
-    return out
+
+def probe_all(exercise: Exercise, namespace: dict[str, Any], inputs: dict[str, dict]) -> dict[str, dict]:
+    """Every question's observation (see `probe_one`)."""
+    return {q.name: probe_one(q, namespace, inputs[q.name]) for q in exercise.questions}
+
+
+def measure_one(q: Question, namespace: dict[str, Any], config: dict) -> dict:
+    """Run a question's measured workload on the answer (plain values it produced), or why not."""
+    if q.measure is None or q.answer not in namespace:
+        return {"missing": f"define `{q.answer}`"}
+    try:
+        return {"values": q.measure(namespace[q.answer], config)}
+    except (AnswerError, AnswerRaised) as err:
+        return {"error": str(err)}
+    except Exception as err:  # noqa: BLE001
+        return {"error": f"{type(err).__name__}: {err}"}
 
 
 def _judge(exercise_id: str, name: str) -> Any:
     return importlib.import_module(f".judges.{exercise_id}", __name__).JUDGES[name]
 
 
-def judge_all(exercise: Exercise, observations: dict[str, dict], inputs: dict[str, dict]) -> list[dict]:
+def judge_all(exercise: Exercise, observations: dict[str, dict], inputs: dict[str, dict],
+              measured: dict[str, dict] | None = None) -> list[dict]:
     """Grade observations against the truth computed now: one entry per question, each with a
-    `status` (see STATUSES) besides score, max_score and message."""
+    `status` (see STATUSES) besides score, max_score and message (and `wrong`: the table entries
+    that are wrong). `measured` holds what was measured outside the answer's process, per question;
+    it replaces anything the observation says about itself."""
     results = []
     for q in exercise.questions:
         obs = observations.get(q.name)
         if not isinstance(obs, dict):
             obs = {"missing": "no answer was found"}
+        wrong: list[str] = []
         if "missing" in obs:
             fraction, message, status = 0.0, str(obs["missing"]), "missing"
         elif "error" in obs:
             raised = obs.get("raised", True)
             fraction, status = 0.0, "answer_raised" if raised else "wrong"
-            message = f"your answer raised {obs['error']}" if raised else f"{obs['error']}"
+            message = f"your code raised {obs['error']}" if raised else f"{obs['error']}"
         elif "checker_error" in obs:
             fraction, status = 0.0, "checker_error"
             message = f"the checker could not run your answer ({obs['checker_error']}): please report this"
         else:
+            if q.measure is not None:
+                obs = {**obs, "measured": (measured or {}).get(q.name)}
             try:
-                fraction, message = _judge(exercise.id, q.name)(obs, inputs[q.name])
+                verdict = _judge(exercise.id, q.name)(obs, inputs[q.name])
+                fraction, message = verdict[0], verdict[1]
+                wrong = list(verdict[2]) if len(verdict) > 2 else []
                 fraction = max(0.0, min(1.0, float(fraction)))
                 status = "correct" if fraction == 1 else ("partial" if fraction > 0 else "wrong")
             except Exception as err:  # noqa: BLE001 - reported, never blamed on the student
                 fraction, status = 0.0, "checker_error"
                 message = f"the checker could not check this answer ({type(err).__name__}: {err}): please report this"
         score = round(q.points * fraction, 2)
-        results.append({"name": q.name, "prompt": q.prompt, "score": score, "max_score": q.points,
-                        "message": message, "status": status})
+        entry = {"name": q.name, "prompt": q.prompt, "score": score, "max_score": q.points, "message": message,
+                 "status": status}
+        if wrong:
+            entry["wrong"] = wrong
+        results.append(entry)
     return results
 
 
+def student_seed(secret: bytes, exercise_id: str, student: str) -> int:
+    """The seed of a student's inputs for an exercise: a function of the instructor's secret, the
+    exercise and the student (so a regrade draws the same inputs, and nobody can predict them)."""
+    digest = hashlib.sha256(secret + b"\0" + exercise_id.encode() + b"\0" + student.encode("utf-8", "surrogatepass"))
+    return int.from_bytes(digest.digest()[:8], "big") >> 1
+
+
 def draw_inputs(exercise: Exercise, seed: int | None = None) -> dict[str, dict]:
-    """Inputs for every question, drawn now (from the OS's randomness unless a seed is given)."""
-    rng = random.Random(seed) if seed is not None else random.SystemRandom()
+    """Inputs for every question, drawn from `seed` (from the OS's randomness if None)."""
+    rng = random.Random(seed if seed is not None else secrets.randbits(63))
     return {q.name: q.draw(rng) for q in exercise.questions}
 
 
-def check(exercise_id: str, namespace: dict[str, Any] | None = None, seed: int | None = None) -> list[dict]:
+def _stale_answers(exercise: Exercise) -> dict[str, str]:
+    """In a notebook: answers whose last cell run (the newest that defines the name) does not
+    compile any more — the kernel still holds the old value, which the grader will not see."""
+    try:
+        ip = get_ipython()  # type: ignore[name-defined]  # noqa: F821 - IPython's builtin
+    except NameError:
+        return {}
+    history = list(ip.user_ns.get("In", []))
+    found: dict[str, str] = {}
+    for q in exercise.questions:
+        pattern = re.compile(rf"^\s*(?:def|class)\s+{re.escape(q.answer)}\b|^\s*{re.escape(q.answer)}\s*(?::[^=]*)?=",
+                             re.MULTILINE)
+        for number in range(len(history) - 1, 0, -1):
+            source = history[number]
+            if not pattern.search(source):
+                continue
+            try:
+                ast.parse(ip.transform_cell(source))
+            except SyntaxError as err:
+                found[q.name] = (f"the cell you ran as [{number}] that defines `{q.answer}` has a syntax error "
+                                 f"(line {err.lineno}: {err.msg}): the grade runs the notebook fresh, where "
+                                 f"`{q.answer}` is what that cell defines — fix it and run it again")
+            break
+    return found
+
+
+def _self_measure(exercise: Exercise, namespace: dict[str, Any], inputs: dict[str, dict]) -> dict[str, dict]:
+    """In the student's kernel: each measured workload at its self-check size, with the peak bytes
+    of the storages it creates (the grader measures the same workload outside the kernel)."""
+    from .watch import Watch
+
+    measured = {}
+    for q in exercise.questions:
+        config = (inputs[q.name] or {}).get("measure")
+        if q.measure is None or not isinstance(config, dict) or q.answer not in namespace:
+            continue
+        with Watch() as watch:
+            values = measure_one(q, namespace, config["self"])
+        measured[q.name] = {"values": values, "peak_bytes": watch.peak, "how": "watch",
+                            "reference_peak": importlib.import_module(f".judges.{exercise.id}", __name__)
+                            .reference_watch_peak(q.name, json.dumps(config["self"], sort_keys=True))}
+    return measured
+
+
+def check(exercise_id: str, namespace: dict[str, Any] | None = None, seed: int | None = None) -> Any:
     """Self-check the answers in this notebook: which questions pass, points, and what to fix."""
+    from .report import CheckReport
+
     exercise = get(exercise_id)
     if namespace is None:
         namespace = sys._getframe(1).f_globals
     inputs = draw_inputs(exercise, seed)
-    results = judge_all(exercise, probe_all(exercise, namespace, inputs), inputs)
-    print(score_text(exercise.id, exercise.title, sum(r["score"] for r in results), exercise.max_score, results))
-    return results
+    observations = probe_all(exercise, namespace, inputs)
+    for name, why in _stale_answers(exercise).items():
+        observations[name] = {"missing": why}
+    results = judge_all(exercise, observations, inputs, _self_measure(exercise, namespace, inputs))
+    return CheckReport(exercise.id, exercise.title, results, exercise.max_score, SELF_CHECK_NOTE)
 
 
 def score_text(exercise_id: str, title: str, score: float, max_score: float, questions: list[dict]) -> str:
@@ -122,5 +205,5 @@ def score_text(exercise_id: str, title: str, score: float, max_score: float, que
     return "\n".join(lines)
 
 
-__all__ = ["IDS", "STATUSES", "AnswerError", "AnswerRaised", "Exercise", "Question", "check", "draw_inputs",
-           "get", "judge_all", "probe_all", "score_text"]
+__all__ = ["IDS", "SELF_CHECK_NOTE", "STATUSES", "AnswerError", "AnswerRaised", "Exercise", "Question", "check",
+           "draw_inputs", "get", "judge_all", "measure_one", "probe_all", "probe_one", "score_text", "student_seed"]

@@ -14,8 +14,10 @@ from `judges`, so the grading sandbox can hide that folder and still run every p
 
 from __future__ import annotations
 
+import numbers
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,24 +47,57 @@ def student(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise AnswerRaised(err) from err
 
 
+def _number(value: Any) -> Any:
+    """A number of a standard kind as a Python int or float (numpy scalars, 0-dim tensors and
+    arrays where unambiguous); None when it is not one."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return None
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or value.dim() != 0 or value.requires_grad:
+            return None
+        value = value.item()
+    elif hasattr(value, "shape") and hasattr(value, "item") and getattr(value, "shape", None) == ():
+        value = value.item()  # a numpy 0-dim array or scalar
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
 def plain(value: Any, depth: int = 0) -> Any:
-    """The answer as plain JSON data; anything else (custom classes, tensors, objects with a
-    clever __eq__) is refused, so the trusted side only ever compares plain values. Sets and
-    frozensets of plain values become sorted lists (the judge compares them as sets)."""
+    """The answer as plain JSON data: strings, bools and None as they are; numbers of any standard
+    kind (numpy scalars, 0-dim tensors) as int / float; any Mapping as a dict (string keys); any
+    set (set, frozenset, a Set) as a sorted list; lists, tuples and other sequences as lists.
+    Anything else (custom classes, objects with a clever __eq__) is refused, so the trusted side
+    only ever compares plain values."""
     if depth > 20:
         raise AnswerError("the answer is nested too deeply")
-    if type(value) in JSON_TYPES:
+    if value is None or type(value) in (bool, str):
         return value
-    if type(value) in (list, tuple):
-        return [plain(v, depth + 1) for v in value]
-    if type(value) in (set, frozenset):
-        items = [plain(v, depth + 1) for v in value]
-        return sorted(items, key=repr)
-    if type(value) is dict:
-        if not all(type(k) is str for k in value):
-            raise AnswerError("dictionary keys must be strings")
-        return {k: plain(v, depth + 1) for k, v in value.items()}
-    raise AnswerError(f"expected a number, string, list or dict, got {type(value).__name__}")
+    if isinstance(value, str):
+        return str.__str__(value)
+    number = _number(value)
+    if number is not None:
+        if isinstance(number, float) and number != number:
+            raise AnswerError("the answer holds NaN")
+        return number
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, Mapping):
+        out = {}
+        for k in list(value.keys()):
+            if not isinstance(k, str):
+                raise AnswerError("dictionary keys must be strings")
+            out[str.__str__(k)] = plain(value[k], depth + 1)
+        return out
+    if isinstance(value, AbstractSet):
+        return sorted((plain(v, depth + 1) for v in value), key=repr)
+    if isinstance(value, list | tuple) or (isinstance(value, Sequence) and not isinstance(value, bytes | bytearray)):
+        return [plain(v, depth + 1) for v in list(value)]
+    if isinstance(value, torch.Tensor):
+        raise AnswerError("expected plain values, got a tensor (use .item() or .tolist())")
+    raise AnswerError(f"expected a number, string, set, list or dict, got {type(value).__name__}")
 
 
 def value_probe(answer: Any, inputs: dict) -> dict:
@@ -103,11 +138,11 @@ def no_inputs(rng: random.Random) -> dict:
     return {}
 
 
-def draw_cases(family: list[str], k: int) -> Callable[[random.Random], dict]:
-    """A draw that picks k cases of a family (a table answer is checked on those)."""
+def all_cases(family: list[str]) -> Callable[[random.Random], dict]:
+    """The cases of a table question: every case of its family, every check (nothing is drawn)."""
 
     def draw(rng: random.Random) -> dict:
-        return {"cases": rng.sample(family, k)}
+        return {"cases": list(family)}
 
     return draw
 
@@ -142,6 +177,10 @@ class Question:
     kind: str = "data"  # data or code
     details: str = ""  # the full prompt for the notebook (markdown): what to return, dtypes, links
     stub: str = ""  # the code cell a student starts from (default: `<answer> = None  # your answer`)
+    # a workload whose memory is the criterion: measure(answer, config) -> plain values; the grader runs
+    # it in a sandbox of its own and reads the memory from the kernel (inputs[...]["measure"] has the
+    # configs: "grade" for the grader's sandbox, "self" for the smaller self-check)
+    measure: Callable[[Any, dict], Any] | None = None
 
     @property
     def starter(self) -> str:
@@ -149,14 +188,13 @@ class Question:
         return self.stub or f"{self.answer} = None  # your answer"
 
 
-def cases_question(name: str, points: int, prompt: str, answer: str, family: Iterable[str], k: int, details: str,
+def cases_question(name: str, points: int, prompt: str, answer: str, family: Iterable[str], details: str,
                    see: str = "", keyed_by: str | None = "program") -> Question:
-    """A data question answered as a table {case: answer} over a family of cases, checked on k of
-    them drawn per check; unless `keyed_by` is None the prompt says so ("Answer as a dict keyed by
-    program id; each check draws three."), then `see`."""
+    """A data question answered as a table {case: answer} over a family of cases, every case checked;
+    unless `keyed_by` is None the prompt says so ("Answer as a dict keyed by program id."), then `see`."""
     if keyed_by is not None:
-        details += f" Answer as a dict keyed by {keyed_by} id; each check draws {NUMBERS[k]}."
-    return Question(name, points, prompt, answer, draw=draw_cases(list(family), k),
+        details += f" Answer as a dict (any mapping) keyed by {keyed_by} id, with an entry for every {keyed_by}."
+    return Question(name, points, prompt, answer, draw=all_cases(list(family)),
                     details=details + (f" {see}" if see else ""))
 
 

@@ -90,21 +90,21 @@ EXERCISE = Exercise(
     "ex01", "Forward values the reverse rules need", LESSON,
     (
         cases_question("q1", 1, "for each binary op and which inputs require grad: the slots its reverse rule "
-                       "saves", "q1_slots", Q1_CASES, 4, keyed_by=None, details=(
+                       "saves", "q1_slots", Q1_CASES, keyed_by=None, details=(
                      "`a` and `b` are float32 tensors (`a @ b` multiplies a 2×3 by a 3×4 matrix; the others are "
                      "vectors of length 5). For every case `\"op:who\"` below, give the **set** of slot names "
                      "(as PyTorch names them, e.g. `{\"self\"}`) that the op's reverse rule saves. `who` says "
                      "which inputs require grad: " + ", ".join(f"`{k}` = {v}" for k, v in GRADS.items()) +
                      ". An op that saves nothing gets an empty set. Cases: " +
-                     ", ".join(f"`{c}`" for c in Q1_CASES) + ". Each check draws four of them. "
+                     ", ".join(f"`{c}`" for c in Q1_CASES) + ". Every case is checked. "
                      f"See {lesson_link(LESSON)}: mul saves `other` only if `self` needs a gradient, and "
                      "vice versa; for the others, think about which values each input's gradient formula uses.")),
         cases_question("q2", 1, "for each unary op y = op(x): which slot its reverse rule saves ('self' or "
-                       "'result')", "q2_slots", UNARY, 4, keyed_by=None, details=(
+                       "'result')", "q2_slots", UNARY, keyed_by=None, details=(
                      "`x` is a float32 vector that requires grad. For each op below give the set of slots its "
                      "reverse rule saves: `{\"self\"}` (the input), `{\"result\"}` (the output), both, or an empty "
                      "set. Ops (all `torch.<op>(x)`, relu is `torch.relu`): " + ", ".join(f"`{u}`" for u in UNARY) +
-                     f". Each check draws four. See {lesson_link(LESSON)}: write each derivative in terms of "
+                     f". Every op is checked. See {lesson_link(LESSON)}: write each derivative in terms of "
                      "x or of y and ask which is cheaper.")),
         Question("q3", 3, "a custom autograd.Function Sigmoid that saves one tensor for backward: the input or "
                  "the output",

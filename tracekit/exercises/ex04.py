@@ -72,7 +72,7 @@ EXERCISE = Exercise(
     "ex04", "Retain, recompute or record", LESSON,
     (
         cases_question("q1", 2, "for each program: the set of saved values ('Node.slot') a second y.backward() "
-                       "would need, that the first y.backward() released", "q1_needs", PROGRAMS, 3, details=(
+                       "would need, that the first y.backward() released", "q1_needs", PROGRAMS, details=(
                      "`a`, `b` are float32 vectors of length 5; `A` is 2×3 and `B` 3×4 (float32). Programs, "
                      "and which inputs require grad:\n\n" + programs_table(PROGRAMS, WHO) +
                      "\n\nFor each program, give the **set** of residuals, each `\"NodeName.slot\"` (e.g. "

@@ -88,7 +88,7 @@ EXERCISE = Exercise(
                      "a vector or a matrix, and requires grad. Silencing the version check (`.data`) gives "
                      f"wrong gradients. See {lesson_link(LESSON)}."), stub=BUGGY),
         cases_question("q2", 2, "for each program: [version of h when sin saved it, version of h when backward "
-                       "reads it]", "q2_versions", VERSIONS, 3, details=(
+                       "reads it]", "q2_versions", VERSIONS, details=(
                      "Each program is `h = a * 2` (a: float32, length 4, requires grad), then the *before* "
                      "code, then `y = h.sin()` (which saves h), then the *after* code:\n\n" +
                      md_table(["id", "before", "after"], [(f"`{k}`", _code(b), _code(a))

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import gc
 import random
 
 import torch
 
 from .base import AnswerError, Exercise, Question, cases_question, lesson_link, programs_table, student
-from .watch import Watch
 
 LESSON = "07_hooks_offload"
 # id -> (program, which inputs require grad); a, b float32 vectors of length 5, W 3×4, x 2×3
@@ -28,59 +26,68 @@ def unpack(handle):
 hooks = (pack, unpack)'''
 
 
+# the measured run: graphs one after another under the hooks, each saving three 8 MiB tensors, each
+# backwarded twice and dropped; a store that keeps what a freed graph saved grows by ~24 MiB per graph
+GRADE_SIZE = {"graphs": 16, "n": 1 << 21}
+SELF_SIZE = {"graphs": 12, "n": 1 << 18}
+
+
 def _draw(rng: random.Random) -> dict:
     n, m = rng.randint(3, 8), rng.randint(3, 8)
     values = lambda k: [round(rng.uniform(-2, 2), 3) for _ in range(k)]  # noqa: E731
-    return {"dtype": rng.choice(["float32", "float64"]), "a1": values(n), "a2": values(m)}
+    seed = rng.randint(0, 10**6)
+    return {"dtype": rng.choice(["float32", "float64"]), "a1": values(n), "a2": values(m),
+            "measure": {"grade": {"seed": seed, **GRADE_SIZE}, "self": {"seed": seed + 1, **SELF_SIZE}}}
 
 
-def _is_tensorish(value: object) -> bool:
-    if isinstance(value, torch.Tensor):
-        return True
-    return isinstance(value, tuple | list) and any(isinstance(v, torch.Tensor) for v in value)
+def _pair(hooks: object) -> tuple:
+    if not (isinstance(hooks, tuple | list) and len(hooks) == 2 and all(callable(h) for h in hooks)):
+        raise AnswerError("hooks should be a pair (pack, unpack) of functions")
+    return tuple(hooks)
 
 
 def _probe(hooks: object, inputs: dict) -> dict:
-    """Two graphs alive under the hooks, each backwarded twice (retain_graph), interleaved; then
-    everything dropped: the gradients, what pack returned, and the bytes still alive."""
-    if not (isinstance(hooks, tuple | list) and len(hooks) == 2 and all(callable(h) for h in hooks)):
-        raise AnswerError("hooks should be a pair (pack, unpack) of functions")
-    pack, unpack = hooks
-    packed: list[str] = []
-    unpacked = [0]
-
-    def watched_pack(t: torch.Tensor) -> object:
-        out = student(pack, t)
-        packed.append("tensor" if _is_tensorish(out) else type(out).__name__)
-        return out
-
-    def watched_unpack(handle: object) -> torch.Tensor:
-        unpacked[0] += 1
-        return student(unpack, handle)
-
+    """Two graphs alive under the hooks, each backwarded twice (retain_graph), interleaved: the gradients."""
+    pack, unpack = _pair(hooks)
     dtype = getattr(torch, inputs["dtype"])
-    with Watch() as watch:
-        a1 = torch.tensor(inputs["a1"], dtype=dtype, requires_grad=True)
-        a2 = torch.tensor(inputs["a2"], dtype=dtype, requires_grad=True)
-        with torch.autograd.graph.saved_tensors_hooks(watched_pack, watched_unpack):
-            y1 = (a1.exp() * a1.sin()).sum()
-            y2 = (a2.tanh() * a2).sum()
-        student(y2.backward, retain_graph=True)
-        student(y1.backward, retain_graph=True)
-        student(y1.backward)  # the second unpack of graph 1's values
-        student(y2.backward)
-        grads = [a1.grad.double().tolist(), a2.grad.double().tolist()]
-        del y1, y2, a1, a2
-        gc.collect()
-        alive = watch.alive_bytes()
-    return {"grads": grads, "packed": packed, "unpacked": unpacked[0], "alive_after": alive}
+    a1 = torch.tensor(inputs["a1"], dtype=dtype, requires_grad=True)
+    a2 = torch.tensor(inputs["a2"], dtype=dtype, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: student(pack, t), lambda h: student(unpack, h)):
+        y1 = (a1.exp() * a1.sin()).sum()
+        y2 = (a2.tanh() * a2).sum()
+    student(y2.backward, retain_graph=True)
+    student(y1.backward, retain_graph=True)
+    student(y1.backward)  # the second unpack of graph 1's values
+    student(y2.backward)
+    return {"grads": [a1.grad.double().tolist(), a2.grad.double().tolist()]}
+
+
+def workload_input(config: dict, k: int) -> torch.Tensor:
+    """The k-th graph's input of the measured run (float32, config["n"] values)."""
+    return torch.randn(config["n"], generator=torch.Generator().manual_seed(config["seed"] + k))
+
+
+def measure(hooks: object, config: dict) -> dict:
+    """The measured workload: graphs one after another under the hooks, each backwarded twice, then
+    dropped (the grader reads the memory this needed from the kernel, outside the process)."""
+    pack, unpack = _pair(hooks)
+    sums = []
+    for k in range(config["graphs"]):
+        a = workload_input(config, k).requires_grad_()
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: student(pack, t), lambda h: student(unpack, h)):
+            y = (a.exp() * a.sin()).sum()
+        student(y.backward, retain_graph=True)
+        student(y.backward)
+        sums.append(float(a.grad.double().sum()))
+        del y, a
+    return {"grad_sums": sums}
 
 
 EXERCISE = Exercise(
     "ex07", "Where residuals live", LESSON,
     (
         cases_question("q1", 1, "for each program: how many times a pack hook runs while y is computed",
-                       "q1_pack_calls", PROGRAMS, 3, details=(
+                       "q1_pack_calls", PROGRAMS, details=(
                      "Each program runs inside `with torch.autograd.graph.saved_tensors_hooks(pack, unpack):`. "
                      "`a`, `b` are float32 vectors of length 5, `x` is 2×3 and `W` 3×4 (float32):\n\n" +
                      programs_table(PROGRAMS, WHO) +
@@ -89,7 +96,7 @@ EXERCISE = Exercise(
                        see=f"See {lesson_link(LESSON)}."),
         Question("q2", 3, "hooks = (pack, unpack): keep saved tensors in your own store, correct under every use "
                  "PyTorch allows, and let them go with the graph", "hooks", probe=_probe, draw=_draw, kind="code",
-                 details=(
+                 measure=measure, details=(
                      "`pack(t)` keeps `t` in a store of yours and returns a handle that is **not** a tensor (an "
                      "int key, or a small object); `unpack(handle)` returns the tensor. PyTorch may unpack a "
                      "handle more than once (`retain_graph=True`, then another backward) and keep several "
@@ -97,8 +104,14 @@ EXERCISE = Exercise(
                      "When a graph is freed, its handles are dropped: your store should then let the tensors "
                      "go (a handle object with `__del__` or `weakref.finalize`, as PyTorch's saved-tensor "
                      "hooks tutorial does for files on disk). The checker runs two graphs (float32 or "
-                     "float64) under your hooks, backwards each twice in interleaved order, drops them, and "
-                     "measures the bytes your hooks still keep alive. See "
+                     "float64) under your hooks, backwards each twice in interleaved order, and checks the "
+                     "gradients; then it runs "
+                     f"{GRADE_SIZE['graphs']} graphs one after another, each saving three tensors of "
+                     f"{GRADE_SIZE['n'] * 4 >> 20} MiB, each backwarded twice and dropped, and reads the most "
+                     "memory that run needed from the operating system (outside your notebook's process): a "
+                     "store that keeps a freed graph's tensors grows by about 24 MiB per graph, and the answer "
+                     "passes when the run needs at most 64 MiB more than a store done right. (What `pack` returns "
+                     "is not judged: it cannot be seen from outside your process.) See "
                      f"{lesson_link(LESSON)}."), stub=HOOKS_STUB),
     ),
     topic="hooks",

@@ -59,7 +59,7 @@ EXERCISE = Exercise(
     "ex09", "Budget a training step", LESSON,
     (
         cases_question("q1", 2, "for each training setup: which budget category is largest at the peak of a step",
-                       "q1_largest", CONFIGS, 2, keyed_by="setup", see=f"See {lesson_link(LESSON)}.", details=(
+                       "q1_largest", CONFIGS, keyed_by="setup", see=f"See {lesson_link(LESSON)}.", details=(
                      "Each setup is a float32 classifier `Linear(in, width), ReLU` followed by `layers − 1` "
                      "more `Linear(width, width), ReLU` and a final `Linear(width, 10)`, trained one step on a "
                      "batch of random inputs with cross-entropy; Adam with its defaults, or SGD(lr=0.1) without "

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import hashlib
 import hmac
+import importlib
 import io
 import json
 import os
@@ -32,7 +34,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import IsolationError
-from ..exercises import IDS, draw_inputs, get, judge_all
+from ..exercises import IDS, draw_inputs, get, judge_all, student_seed
 from . import isolation, sandbox
 from .submission import MAX_NOTEBOOK_BYTES, SubmissionError, discover_all, read, read_regular
 
@@ -61,6 +63,7 @@ class Options:
     tmpfs_mb: int = 256  # the sandbox's only writable space
     max_notebook_mb: int = MAX_NOTEBOOK_BYTES >> 20
     cell_timeout: float | None = None  # seconds before a cell is interrupted (default: min(60, timeout / 2))
+    secret: bytes = b""  # the instructor's secret the inputs' seeds derive from (default: the results key)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -170,6 +173,16 @@ def _clamp(value: Any, most: float) -> float:
     return round(max(0.0, min(float(most), number)), 2)
 
 
+@functools.lru_cache(maxsize=32)
+def _reference_peak(exercise_id: str, question: str, config: str, memory_mb: int, max_pids: int,
+                    tmpfs_mb: int) -> int:
+    """The kernel's memory high-water mark of the reference answer's measured workload, in a sandbox
+    like a submission's (measured once per grading process and configuration)."""
+    judges = importlib.import_module(f"tracekit.exercises.judges.{exercise_id}")
+    return sandbox.measure_reference(exercise_id, question, judges.reference_cells(question), json.loads(config),
+                                     memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb)["peak_bytes"]
+
+
 def grade_notebook(path: Path, student: str, options: Options, nonce: str | None = None) -> dict[str, Any]:
     """Grade one notebook: a report entry with per-question scores and what happened."""
     try:
@@ -178,38 +191,49 @@ def grade_notebook(path: Path, student: str, options: Options, nonce: str | None
         return {"notebook": path.name, "exercise": None, "score": 0, "max_score": 0, "questions": [],
                 "problem": str(err)}
     exercise = get(sub.exercise)
-    inputs = draw_inputs(exercise)
-    ran = sandbox.run(sub.code_cells, sub.exercise, inputs, nonce, timeout=options.timeout,
+    seed = student_seed(options.secret, sub.exercise, student)
+    inputs = draw_inputs(exercise, seed)
+    ran = sandbox.run(sub.code_cells, sub.exercise, inputs, timeout=options.timeout,
                       memory_mb=options.memory_mb, hide=list(options.hide), max_pids=options.max_pids,
                       tmpfs_mb=options.tmpfs_mb, cell_timeout=options.cell_timeout)
     observations = ran.observations or {}
+    measured: dict[str, dict] = {}
+    notes = sub.warnings + ran.notes
+    for name, m in ran.measured.items():
+        config = inputs[name]["measure"]["grade"]
+        try:
+            base = _reference_peak(sub.exercise, name, json.dumps(config, sort_keys=True), options.memory_mb,
+                                   options.max_pids, options.tmpfs_mb)
+        except Exception as err:  # noqa: BLE001 - the grader's own failure: reported, never the student's
+            base = None
+            notes.append(f"{name}: the reference measurement failed ({type(err).__name__}: {str(err)[:200]})")
+        measured[name] = {**m, "reference_peak": base}
     with _TRUSTED_LOCK:
-        questions = judge_all(exercise, observations, inputs)
-    code = {q.name for q in exercise.questions if q.kind == "code"}
+        questions = judge_all(exercise, observations, inputs, measured)
     points = {q.name: q.points for q in exercise.questions}
     for q in questions:
         q["score"] = _clamp(q.get("score"), points.get(q.get("name"), 0))
-        if ran.tampered and q.get("name") in code:
-            q["score"] = 0.0
-            q["message"] = ("not graded: while this answer was being checked, your code tried something the "
-                            "grader does not allow (" + "; ".join(ran.tampered[:3]) + ")")
-            q["status"] = "tampered"
+        if q.get("name") in measured and measured[q["name"]].get("peak_bytes") is not None:
+            m = measured[q["name"]]
+            q["measured"] = {"peak_bytes": m["peak_bytes"], "reference_peak": m.get("reference_peak"),
+                             "how": m.get("how")}
     if ran.observations is None:
         for q in questions:
             q["message"] = "not graded: " + ("; ".join(ran.notes) or "the notebook could not be run")
-    notes = sub.warnings + ran.notes
     if ran.survivors:
         notes.append(f"{ran.survivors} process(es) of the sandbox survived being killed")
     problem = None
     if ran.observations is None or ran.failures:
         problem = "not graded: " + ("; ".join(ran.failures or ran.notes) or "the notebook could not be run")
     part = {
-        "notebook": path.name, "exercise": sub.exercise, "title": exercise.title,
+        "notebook": path.name, "exercise": sub.exercise, "title": exercise.title, "seed": seed,
         "score": _clamp(sum(q["score"] for q in questions), exercise.max_score), "max_score": exercise.max_score,
         "questions": questions,
         "sandbox": {"seconds": round(ran.seconds, 2), "notes": notes, "cell_errors": ran.cell_errors,
-                    "tampered": ran.tampered, "isolation": ran.isolation},
+                    "isolation": ran.isolation},
     }
+    if ran.cell_errors:
+        part["cell_errors"] = ran.cell_errors
     if problem:
         part["problem"] = problem
     return part
@@ -318,7 +342,7 @@ def grade_all(submissions: Path, out: Path, options: Options,
     say(f"{len(found.notebooks)} students found; shard {options.shard[0]}/{options.shard[1]}: {len(mine)}; "
         f"already graded: {len(mine) - len(todo)}; to grade: {len(todo)}")
     hide = tuple(str(p) for p in (submissions.resolve(), out.resolve(), *map(Path, options.hide)))
-    opts = Options(**{**options.__dict__, "hide": hide})
+    opts = Options(**{**options.__dict__, "hide": hide, "secret": options.secret or key})
     reports = []
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
         futures = {pool.submit(grade_student, s, found.notebooks[s], out, opts, found.problems.get(s), key): s

@@ -219,6 +219,15 @@ class Cgroup:
         except (OSError, ValueError):
             return False
 
+    def memory_peak(self) -> int | None:
+        """The most memory the whole cgroup used at once (the kernel's own high-water mark, page
+        cache and tmpfs included); None where the kernel does not keep one."""
+        name = "memory.peak" if self.version == "v2" else "memory.max_usage_in_bytes"
+        try:
+            return int((self.dirs[0] / name).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
     def kill_all(self, seconds: float = 10.0) -> bool:
         """SIGKILL everything in it until it is empty; True when nothing is left."""
         deadline = time.monotonic() + seconds

@@ -1,15 +1,17 @@
-"""Run one submission in sandboxes and bring back only raw observations.
+"""Run one submission in sandboxes and bring back only raw observations and kernel measurements.
 
-Two sandboxes per notebook, each a fresh `tracekit.grading.runner` process isolated by
-`isolation` (own uid, namespaces, cgroup, tmpfs):
+Each sandbox is a fresh `tracekit.grading.runner` process isolated by `isolation` (own uid,
+namespaces, cgroup, tmpfs) that runs the notebook's code cells as written (a cell that kills
+the sandbox or never ends is skipped and the notebook run again without it), then:
 
-1. `run`: all code cells in order (a cell that kills the sandbox or never ends is skipped and
-   the notebook run again without it), then the data questions' probes read the answers;
-2. `probe`: a fresh interpreter that loads only the answer definitions and probes the code
-   questions (a probe that kills the sandbox costs that question only).
+1. `probe`: every question's probe reads the answers (a probe that kills the sandbox costs that
+   question only);
+2. `measure`, once per question whose criterion is how the answer runs (memory): the question's
+   workload, in a sandbox of its own; its memory is the kernel's high-water mark of that
+   sandbox's cgroup, read here after the sandbox has ended — nothing inside can change it.
 
-Nothing is read from a sandbox but lines on its stdout pipe (size-capped); the cgroup and
-the PID namespace are killed as a whole after each run.
+Nothing is read from a sandbox but lines on its stdout pipe (size-capped) and the kernel's
+accounting of its cgroup; the cgroup and the PID namespace are killed as a whole after each run.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class SandboxResult:
     isolation: str = ""
     survivors: int = 0  # processes left after a sandbox was killed (should always be 0)
     failures: list[str] = field(default_factory=list)  # why some answers could not be read at all
+    measured: dict[str, dict] = field(default_factory=dict)  # question -> values + the kernel's peak bytes
 
 
 @dataclass
@@ -55,6 +58,8 @@ class _Outcome:
     exit: str | None  # why it ended, when it did not end by itself
     oom: bool = False
     survivors: int = 0
+    peak_bytes: int | None = None  # the kernel's high-water mark of the sandbox's memory
+    peak_how: str = ""  # "cgroup" (everything in the sandbox) or "rss" (its largest process)
 
 
 def can_isolate() -> bool:
@@ -161,7 +166,7 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, me
 
     def read_out() -> None:
         total = 0
-        prefix = (nonce + " ").encode() if nonce else b""
+        prefix = b""
         for raw in iter(lambda: proc.stdout.readline(MAX_LINE_BYTES), b""):
             total += len(raw)
             if total > MAX_OUTPUT_BYTES:
@@ -187,7 +192,13 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, me
     for t in threads:
         t.start()
     started = time.monotonic()
-    while proc.poll() is None:
+    usage = None
+    while proc.returncode is None:
+        with contextlib.suppress(ChildProcessError):
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                break
         now = time.monotonic()
         if now - started > wall:
             exit_reason.append("the time limit ran out")
@@ -202,6 +213,10 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, me
     for t in threads[1:]:
         t.join(timeout=5)
     oom = bool(group and group.oom_killed())
+    peak = group.memory_peak() if group is not None else None
+    how = "cgroup" if peak is not None else "rss"
+    if peak is None and usage is not None:
+        peak = usage.ru_maxrss * 1024  # the largest process of the sandbox (Linux reports KiB)
     survivors = _cleanup(group, scratch, uid)
     isolation.remove_stage(stage)
     why = exit_reason[0] if exit_reason else None
@@ -213,7 +228,7 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, me
             why += ": it used more than its memory limit"
         elif last:
             why += f" ({last[0][:200]})"
-    return _Outcome(lines, why, oom, survivors)
+    return _Outcome(lines, why, oom, survivors, peak, how)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -233,6 +248,39 @@ def _cleanup(group: isolation.Cgroup | None, scratch: Path | None, uid: int) -> 
     return survivors
 
 
+def _cell_errors(lines: list[dict]) -> list[str]:
+    errors = [x["error"] for x in lines if isinstance(x.get("error"), list) and len(x["error"]) == 3]
+    return [f"cell {int(e[0]) + 1}: {str(e[1])[:80]}: {str(e[2])[:200]}" for e in errors
+            if isinstance(e[0], int)]
+
+
+def _run_notebook(job: dict, code_cells: list[str], started: float, timeout: float, limits: dict,
+                  result: SandboxResult, skipped: set[int]) -> _Outcome | None:
+    """Run the cells (those not skipped), then the job's probes or workload, in one fresh sandbox. A
+    cell that kills the sandbox or never ends is skipped and the notebook run again without it; the
+    outcome of the run that got past the cells (None if none did)."""
+    for _attempt in range(4):
+        left = timeout - (time.monotonic() - started)
+        if left <= 5:
+            result.notes.append(f"stopped: the {timeout:.0f} s time limit for this submission ran out")
+            result.failures.append(f"the {timeout:.0f} s time limit ran out")
+            return None
+        cells = [[i, src] for i, src in enumerate(code_cells) if i not in skipped]
+        out = _launch({**job, "cells": cells}, left, nonce=None, **limits)
+        result.survivors += out.survivors
+        if any(x.get("cells_done") is True for x in out.lines):
+            return out
+        started_cells = [x["cell"] for x in out.lines if isinstance(x.get("cell"), int)]
+        why = out.exit or "the notebook stopped before its answers could be read"
+        bad = started_cells[-1] if started_cells else None
+        if bad is None or bad in skipped or bad not in range(len(code_cells)):
+            result.notes.append(f"the notebook could not be run: {why}")
+            return None
+        skipped.add(bad)
+        result.notes.append(f"cell {bad + 1} was skipped: {why}")
+    return None
+
+
 def run(
     code_cells: list[str],
     exercise_id: str,
@@ -245,8 +293,10 @@ def run(
     max_pids: int = 128,
     tmpfs_mb: int = 256,
 ) -> SandboxResult:
-    """Run the cells, then probe the code answers in a fresh sandbox; observations for every
-    question that could be read (the nonce argument is kept for callers; a fresh one is used)."""
+    """Run the notebook as written and probe every answer in a fresh sandbox (a probe that kills it
+    costs that question only), then each measured workload in a fresh sandbox of its own (the
+    kernel's memory high-water mark of that sandbox is the measurement). Raw observations and
+    kernel measurements come back; nothing is judged here (`nonce` is unused, kept for callers)."""
     from ..exercises import get
 
     started = time.monotonic()
@@ -254,85 +304,63 @@ def run(
     exercise = get(exercise_id)
     limits = {"memory_mb": memory_mb, "max_pids": max_pids, "tmpfs_mb": tmpfs_mb, "hide": list(hide or []),
               "cell_timeout": cell_timeout or min(60.0, timeout / 2)}
-    observations: dict[str, dict] = {}
-    # 1. every cell, then the data answers
-    data_names = {q.name for q in exercise.questions if q.kind == "data"}
     skipped: set[int] = set()
-    data_obs = None
-    for _attempt in range(4 if data_names else 0):  # no data question: nothing to run the cells for
-        left = timeout - (time.monotonic() - started)
-        if left <= 5:
-            result.notes.append(f"stopped: the {timeout:.0f} s time limit for this submission ran out")
-            result.failures.append(f"the {timeout:.0f} s time limit ran out")
+    todo = [q.name for q in exercise.questions]
+    observations: dict[str, dict] = {}
+    ran = False
+    while todo:
+        out = _run_notebook({"mode": "probe", "exercise": exercise_id, "inputs": inputs, "questions": todo},
+                            code_cells, started, timeout, limits, result, skipped)
+        if out is None:
             break
-        cells = [[i, src] for i, src in enumerate(code_cells) if i not in skipped]
-        out = _launch({"mode": "run", "exercise": exercise_id, "cells": cells, "inputs": inputs}, left,
-                      nonce=None, **limits)
-        result.survivors += out.survivors
-        errors = [x["error"] for x in out.lines if isinstance(x.get("error"), list) and len(x["error"]) == 3]
-        result.cell_errors = [f"cell {e[0] + 1}: {e[1]}: {e[2]}"[:300] for e in errors]
-        found = next((x["observations"] for x in out.lines if isinstance(x.get("observations"), dict)), None)
-        if found is not None:
-            data_obs = found
-            break
-        started_cells = [x["cell"] for x in out.lines if isinstance(x.get("cell"), int)]
-        bad = started_cells[-1] if started_cells else None
-        why = out.exit or "the notebook stopped before its answers could be read"
-        if bad is None or bad in skipped or bad not in range(len(code_cells)):
-            result.notes.append(why)
-            if data_names:
-                result.failures.append(f"the notebook could not be run to its end: {why}")
-            break
-        skipped.add(bad)
-        result.notes.append(f"cell {bad + 1} was skipped: {why}")
-    if data_obs is not None:
-        observations.update({k: v for k, v in data_obs.items() if k in data_names and isinstance(v, dict)})
-    # 2. the code answers, in a fresh interpreter that loads only their definitions
-    todo = [q.name for q in exercise.questions if q.kind == "code"]
-    cells = [[i, src] for i, src in enumerate(code_cells)]
-    dropped = ""
-    for _attempt in range(len(todo)):
-        if not todo:
-            break
-        left = timeout - (time.monotonic() - started)
-        if left <= 5:
-            result.notes.append(f"stopped: the {timeout:.0f} s time limit ran out before checking "
-                                + ", ".join(todo))
-            result.failures.append(f"the time limit ran out before checking {', '.join(todo)}")
-            break
-        nonce_now = secrets.token_hex(16)
-        out = _launch({"mode": "probe", "exercise": exercise_id, "cells": cells, "inputs": inputs,
-                       "questions": todo, "nonce": nonce_now}, left, nonce=nonce_now, **limits)
-        result.survivors += out.survivors
+        if not ran:
+            result.cell_errors = _cell_errors(out.lines)
+            ran = True
         for line in out.lines:
-            if isinstance(line.get("tampered"), str) and line["tampered"] not in result.tampered:
-                result.tampered.append(line["tampered"])
-            if isinstance(line.get("dropped"), list) and line["dropped"]:
-                dropped = ", ".join(map(str, line["dropped"][:10]))
-            if isinstance(line.get("failed"), list):
-                result.notes += [f"loading failed: {f}" for f in line["failed"][:10] if isinstance(f, str)]
-            name = line.get("question")
-            if name in todo and isinstance(line.get("observation"), dict):
-                observations[name] = line["observation"]
-                todo.remove(name)
-        if not todo:
+            item = line.get("observation")
+            if isinstance(item, list) and len(item) == 2 and item[0] in todo and isinstance(item[1], dict):
+                observations[item[0]] = item[1]
+                todo.remove(item[0])
+        if not todo or any(x.get("probes_done") is True for x in out.lines):
             break
         probing = [x["probing"] for x in out.lines if x.get("probing") in todo]
-        why = out.exit or "the checker stopped"
-        if probing:
-            observations[probing[-1]] = {"error": f"the sandbox stopped while checking this answer: {why}",
-                                         "raised": True}
-            result.failures.append(f"{probing[-1]}: the sandbox stopped while checking it ({why})")
-            todo.remove(probing[-1])
-        else:
-            result.notes.append(f"the code answers could not be checked: {why}")
-            result.failures.append(f"the code answers could not be checked: {why}")
+        why = out.exit or "it stopped"
+        if not probing:
+            result.failures.append(f"the answers could not be checked: {why}")
             break
-    if dropped and any("NameError" in str(observations.get(q.name, {}).get("error", ""))
-                       for q in exercise.questions if q.kind == "code"):
-        result.notes.append("code answers are checked in a fresh interpreter that loads only definitions "
-                            "(import, def, class, literal values): a name your answer uses was defined by a "
-                            f"statement that runs code ({dropped}); define it with def / class / a literal")
-    result.observations = observations if (data_obs is not None or not data_names) or observations else None
+        observations[probing[-1]] = {"error": f"the sandbox stopped while checking this answer: {why}",
+                                     "raised": True}
+        result.failures.append(f"{probing[-1]}: the sandbox stopped while checking it ({why})")
+        todo.remove(probing[-1])
+    if ran:
+        result.observations = observations
+    else:
+        result.failures.append("the notebook could not be run to its end: " + (result.notes[-1] if result.notes
+                                                                              else "no answers came back"))
+    for q in exercise.questions:
+        config = (inputs.get(q.name) or {}).get("measure")
+        if q.measure is None or not isinstance(config, dict) or result.observations is None:
+            continue
+        out = _run_notebook({"mode": "measure", "exercise": exercise_id, "question": q.name,
+                             "config": config["grade"]}, code_cells, started, timeout, limits, result, skipped)
+        values = next((x["measured"] for x in out.lines if isinstance(x.get("measured"), dict)), None) if out else None
+        if out is not None and values is None:
+            result.notes.append(f"{q.name}: the measured run ended without its values ({out.exit or 'no reason'})")
+        result.measured[q.name] = {"values": values, "peak_bytes": out.peak_bytes if out else None,
+                                   "how": out.peak_how if out else ""}
     result.seconds = time.monotonic() - started
     return result
+
+
+def measure_reference(exercise_id: str, question: str, cells: list[str], config: dict, **limits: Any) -> dict:
+    """The kernel's memory high-water mark of a sandbox that runs trusted reference cells and the
+    question's workload (the baseline a submission's measurement is compared with)."""
+    result = SandboxResult()
+    lim = {"memory_mb": 4096, "max_pids": 128, "tmpfs_mb": 256, "hide": [], "cell_timeout": 60.0, **limits}
+    out = _run_notebook({"mode": "measure", "exercise": exercise_id, "question": question, "config": config},
+                        cells, time.monotonic(), 300.0, lim, result, set())
+    values = next((x["measured"] for x in out.lines if isinstance(x.get("measured"), dict)), None) if out else None
+    if values is None or out is None or out.peak_bytes is None:
+        raise RuntimeError(f"the reference workload of {exercise_id} {question} could not be measured: "
+                           + "; ".join(result.notes))
+    return {"values": values, "peak_bytes": out.peak_bytes, "how": out.peak_how}

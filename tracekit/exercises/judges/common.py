@@ -37,23 +37,31 @@ Entry = Callable[[Any, Any], tuple[bool, str]]  # (case, answer) -> (right?, wha
 Judge = Callable[[dict, dict], tuple[float, str]]  # (observation, inputs) -> (fraction, message)
 
 
-def table(observation: dict, inputs: dict, entry: Entry) -> tuple[float, str]:
-    """Score a table answer on the cases this check drew: `entry(case, answer)` says whether one
-    case is right and, if not, what to look at; the message names each wrong case."""
+def table(observation: dict, inputs: dict, entry: Entry) -> tuple[float, str, list[str]]:
+    """Score a table answer on every case: `entry(case, answer)` says whether one case is right and,
+    if not, what to look at. The message names each wrong case once (cases with the same hint
+    together); the third value lists the wrong cases."""
     answers = observation.get("value")
     if not isinstance(answers, dict):
-        return 0.0, "expected a dict with one entry per case"
-
-    def check(case: str) -> tuple[bool, str]:
+        return 0.0, "expected a dict with one entry per case", []
+    answers = {k.strip(): v for k, v in answers.items()}
+    hints: dict[str, list[str]] = {}
+    cases = list(inputs["cases"])
+    for case in cases:
         if case not in answers:
-            return False, f"{case!r}: no entry (this check drew it; fill in every case)"
-        ok, hint = entry(case, answers[case])
-        return ok, f"{case!r}: {hint}"
+            ok, hint = False, "no entry (fill in every case)"
+        else:
+            ok, hint = entry(case, answers[case])
+        if not ok:
+            hints.setdefault(hint, []).append(case)
+    wrong = [c for group in hints.values() for c in group]
+    if not wrong:
+        return 1.0, "correct", []
+    message = "; ".join(f"{', '.join(map(repr, group))}: {hint}" for hint, group in hints.items())
+    return (len(cases) - len(wrong)) / len(cases), message, wrong
 
-    return parts(*(check(case) for case in inputs["cases"]))
 
-
-def by_table(entry: Entry) -> Judge:
+def by_table(entry: Entry) -> Callable[[dict, dict], tuple[float, str, list[str]]]:
     """The judge of a table question whose cases are scored by `entry` (see `table`)."""
     return lambda observation, inputs: table(observation, inputs, entry)
 

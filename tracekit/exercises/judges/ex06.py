@@ -1,12 +1,14 @@
-"""ex06 judge: the diagnostic history, the training, and measured memory.
+"""ex06 judge: the diagnostic history, the training, and memory measured outside the answer.
 
-Correct: the diagnostic values after each SGD step (float or a tensor without history:
+Correct: the diagnostic values after each SGD step (a float or a tensor without history:
 `.item()`, `float()`, `.detach()`, `.data`, or computing it under no_grad / inference_mode),
-the same trained parameters, storages alive after the call ≤ 64 B per step + 256 B (beyond
-the gradients), and a peak within 64 B per step + 1 KiB of the reference loop's (measured the
-same way, now). Look-right-but-wrong: `val.clone()` (keeps the graph), returning floats while
-stashing the tensors elsewhere (alive bytes count, not what the list holds), keeping every
-graph and converting at the end (the peak grows), logging before the step (other values).
+the same trained parameters, and — on a 24-step run with a 32,768-row validation batch, in a
+sandbox of its own — a memory high-water mark (the kernel's, of the whole sandbox) at most
+64 MiB above the reference loop's measured the same way (run to run it varies by well under
+1 MiB). One graph kept per step costs about 15 MiB there (about 360 MiB in all), so every
+way of keeping graphs fails: `val.clone()`,
+returning floats while stashing the tensors elsewhere (a global, a closure, a child process),
+keeping every graph and converting at the end. All or nothing: a blank (the buggy loop) scores 0.
 """
 
 from __future__ import annotations
@@ -16,49 +18,79 @@ import json
 
 import torch
 
-from ..ex06 import setup
+from ..ex06 import TRAIN, setup
 from ..watch import Watch
-from .common import close, parts
+from .common import close
+
+GRADE_SLACK = 64 << 20  # kernel bytes above the reference run (one kept graph per step: ~15 MiB, 24 steps)
+SELF_SLACK = 8 << 20  # storage bytes above the reference in the self-check (one kept graph: 2 MiB, 12 steps)
+REFERENCE = TRAIN.format(diag="val = model(x_val).pow(2).mean()\n        history.append(val.item())", ret="history")
 
 
-def reference(inputs: dict) -> tuple[list[float], list[float], int]:
-    """The loop done right, measured the same way: history, parameters, peak bytes."""
-    return _reference(json.dumps(inputs, sort_keys=True))
+def reference_cells(question: str) -> list[str]:
+    """The code cells of a reference notebook for the measured question (its baseline memory)."""
+    return ["import torch\nimport tracekit as tk", REFERENCE]
+
+
+def _reference_train():  # noqa: ANN202 - the reference `train`
+    namespace: dict = {"torch": torch}
+    exec(REFERENCE, namespace)  # noqa: S102 - our own reference text
+    return namespace["train"]
 
 
 @functools.lru_cache(maxsize=64)
-def _reference(key: str) -> tuple[list[float], list[float], int]:
+def _reference(key: str) -> tuple[list[float], list[float]]:
     inputs = json.loads(key)
     model, x, x_val = setup(inputs)
+    history = _reference_train()(model, x, x_val, inputs["steps"])
+    return history, [v for p in model.parameters() for v in p.detach().flatten().tolist()[:64]]
+
+
+def reference(inputs: dict) -> tuple[list[float], list[float]]:
+    """The loop done right on these inputs: its history and trained parameters (first 64 values)."""
+    return _reference(json.dumps({k: inputs[k] for k in ("seed", "steps", "width", "val_batch")}, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=16)
+def reference_watch_peak(question: str, config: str) -> int:
+    """The self-check's baseline: the most storage bytes alive at once in the reference's workload."""
+    inputs = json.loads(config)
+    model, x, x_val = setup(inputs)
+    train = _reference_train()
     with Watch() as watch:
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        history = []
-        for _ in range(inputs["steps"]):
-            opt.zero_grad()
-            model(x).pow(2).mean().backward()
-            opt.step()
-            val = model(x_val).pow(2).mean()  # as the notebook's loop: val lives on into the next step
-            history.append(val.item())
-    params = [v for p in model.parameters() for v in p.detach().flatten().tolist()[:64]]
-    return history, params, watch.peak
+        train(model, x, x_val, inputs["steps"])
+    return watch.peak
 
 
 def judge_q1(obs: dict, inputs: dict) -> tuple[float, str]:
-    """Values and training (half), memory alive after and at the peak (half)."""
-    history, params, peak = reference(inputs)
-    steps = inputs["steps"]
-    held, their_peak = obs.get("held"), obs.get("peak")
-    held_ok = type(held) is int and held <= 64 * steps + 256
-    peak_ok = type(their_peak) is int and their_peak <= peak + 64 * steps + 1024
-    return parts(
-        (close(obs.get("history"), history, 1e-5),
-         "return one value per step: the diagnostic model(x_val).pow(2).mean() after that step's SGD update"),
-        (close(obs.get("params"), params, 1e-5), "train the same way: SGD(lr=0.1) on model(x).pow(2).mean()"),
-        (held_ok, "memory your call created is still alive after it returns, growing with the steps: something "
-                  "still holds each step's diagnostic graph (a list, a global, a clone)"),
-        (peak_ok, "the most memory alive at once grows with the steps: drop each diagnostic's graph in the "
-                  "step that made it, not at the end"),
-    )
+    """Values and training on the drawn model, then the measured run's values and memory: all needed."""
+    history, params = reference(inputs)
+    if not close(obs.get("history"), history, 1e-5):
+        return 0.0, "return one value per step: the diagnostic model(x_val).pow(2).mean() after that step's SGD update"
+    if not close(obs.get("params"), params, 1e-5):
+        return 0.0, "train the same way: SGD(lr=0.1) on model(x).pow(2).mean()"
+    measured = obs.get("measured") or {}
+    values = (measured.get("values") or {}).get("values")
+    how = measured.get("how")
+    config = inputs["measure"]["self" if how == "watch" else "grade"]
+    if not isinstance(values, dict):
+        why = (measured.get("values") or {}).get("error") or "it did not finish"
+        return 0.0, f"the measured run (a {config['steps']}-step run on a larger batch) did not give its values: {why}"
+    ref_history, ref_params = reference(config)
+    if not (values.get("steps") == config["steps"] and close(values.get("history"), ref_history[-4:], 1e-4)
+            and close(values.get("params"), ref_params[:16], 1e-4)):
+        return 0.0, "on the measured run (more steps, a larger batch) the history or the training differs"
+    peak, base = measured.get("peak_bytes"), measured.get("reference_peak")
+    if type(peak) is not int or type(base) is not int:
+        return 0.0, "the memory of the measured run could not be read: not graded (please report this)"
+    slack = SELF_SLACK if how == "watch" else GRADE_SLACK
+    extra = peak - base
+    if extra > slack:
+        per_step = max(0, extra) / config["steps"] / 2**20
+        return 0.0, (f"the measured run needed {extra / 2**20:.0f} MiB more than the loop done right (about "
+                     f"{per_step:.1f} MiB per step): something still holds each step's diagnostic graph (the list, "
+                     "a global, a clone); drop each graph in the step that made it")
+    return 1.0, "correct"
 
 
 JUDGES = {"q1": judge_q1}

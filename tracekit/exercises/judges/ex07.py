@@ -4,8 +4,10 @@ q1: correct = the number of pack calls, counted by running the program under cou
 Wrong: counting ops instead of saved tensors; forgetting the saved scalar, or a value saved
 twice (sin and cos both save a: two packs).
 q2: correct = gradients right with two graphs alive, each backwarded twice in interleaved
-order, in float32 or float64; pack never returns a tensor; nothing the hooks created is alive
-once the graphs are gone (a handle object that frees its entry). Look-right-but-wrong:
+order, in float32 or float64 (half); and, on 16 graphs run one after another (three 8 MiB saved
+tensors each), the same gradients and a memory high-water mark — the kernel's, of a sandbox of
+its own — at most 64 MiB above a store that lets go (half). What pack returns is not judged:
+it cannot be seen from outside the answer's process, so returning the tensor itself passes. Look-right-but-wrong:
 `len(STORE)` keys (collide once an entry is removed), `pop` on unpack (second unpack fails),
 one global slot (the second graph overwrites the first), returning the tensor itself, a store
 that never lets go (grows with every graph).
@@ -13,10 +15,14 @@ that never lets go (grows with every graph).
 
 from __future__ import annotations
 
+import functools
+import json
+
 import torch
 
-from ..ex07 import PROGRAMS
-from .common import by_table, close, parts
+from ..ex07 import PROGRAMS, measure, workload_input
+from ..watch import Watch
+from .common import by_table, close
 
 
 def pack_calls(program: str) -> int:
@@ -40,8 +46,51 @@ def _calls_entry(program: str, got: object) -> tuple[bool, str]:
                    "too few: every saved tensor is packed, each time a rule saves it")
 
 
+REFERENCE = '''STORE = {}
+
+
+class Handle:
+    def __init__(self, t):
+        self.key = id(self)
+        STORE[self.key] = t
+
+    def __del__(self):
+        STORE.pop(self.key, None)
+
+
+hooks = (Handle, lambda handle: STORE[handle.key])'''
+GRADE_SLACK = 64 << 20  # kernel bytes above the reference run (a store that never lets go: ~24 MiB per graph)
+SELF_SLACK = 4 << 20  # storage bytes above the reference in the self-check (~3 MiB per graph kept)
+
+
+def reference_cells(question: str) -> list[str]:
+    """The code cells of a reference notebook for the measured question (its baseline memory)."""
+    return ["import torch\nimport tracekit as tk", REFERENCE]
+
+
+@functools.lru_cache(maxsize=16)
+def reference_watch_peak(question: str, config: str) -> int:
+    """The self-check's baseline: the most storage bytes alive at once in the reference's workload."""
+    namespace: dict = {}
+    exec(REFERENCE, namespace)  # noqa: S102 - our own reference text
+    with Watch() as watch:
+        measure(namespace["hooks"], json.loads(config))
+    return watch.peak
+
+
+@functools.lru_cache(maxsize=16)
+def _workload_sums(config: str) -> list[float]:
+    cfg = json.loads(config)
+    sums = []
+    for k in range(cfg["graphs"]):
+        a = workload_input(cfg, k).requires_grad_()
+        (g,) = torch.autograd.grad((a.exp() * a.sin()).sum(), a)
+        sums.append(float((2 * g).double().sum()))
+    return sums
+
+
 def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
-    """Gradients under every use; handles not tensors; nothing alive after the graphs go."""
+    """Gradients under every use (half); the measured run's values and memory (half, once the first holds)."""
     dtype = getattr(torch, inputs["dtype"])
     want = []
     for key, f in (("a1", lambda t: (t.exp() * t.sin()).sum()), ("a2", lambda t: (t.tanh() * t).sum())):
@@ -50,17 +99,27 @@ def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
         want.append((2 * g).double().tolist())
     grads = obs.get("grads") or [None, None]
     tol = 1e-9 if inputs["dtype"] == "float64" else 1e-5
-    packed = obs.get("packed") or []
-    alive = obs.get("alive_after")
-    return parts(
-        (len(grads) == 2 and close(grads[0], want[0], tol) and close(grads[1], want[1], tol),
-         "gradients changed: with two graphs alive and each backwarded twice, every unpack must return "
-         "exactly the tensor its own pack received (unique handles, still valid on a second unpack)"),
-        (bool(packed) and "tensor" not in packed, "pack must return a handle, not the tensor: keep the tensor in "
-                                                 "your own store"),
-        (type(alive) is int and alive == 0, "your store still holds tensors after their graphs were freed: let "
-                                            "an entry go when its handle is dropped"),
-    )
+    if not (len(grads) == 2 and close(grads[0], want[0], tol) and close(grads[1], want[1], tol)):
+        return 0.0, ("gradients changed: with two graphs alive and each backwarded twice, every unpack must return "
+                     "exactly the tensor its own pack received (unique handles, still valid on a second unpack)")
+    measured = obs.get("measured") or {}
+    how = measured.get("how")
+    config = inputs["measure"]["self" if how == "watch" else "grade"]
+    values = (measured.get("values") or {}).get("values")
+    if not isinstance(values, dict):
+        why = (measured.get("values") or {}).get("error") or "it did not finish"
+        return 0.5, f"the measured run ({config['graphs']} graphs one after another) did not give its values: {why}"
+    if not close(values.get("grad_sums"), _workload_sums(json.dumps(config, sort_keys=True)), 1e-4):
+        return 0.5, "on the measured run (many graphs one after another) the gradients differ"
+    peak, base = measured.get("peak_bytes"), measured.get("reference_peak")
+    if type(peak) is not int or type(base) is not int:
+        return 0.5, "the memory of the measured run could not be read: not graded (please report this)"
+    extra = peak - base
+    if extra > (SELF_SLACK if how == "watch" else GRADE_SLACK):
+        return 0.5, (f"your store still holds tensors after their graphs were freed: the measured run needed "
+                     f"{extra / 2**20:.0f} MiB more than a store that lets go ({config['graphs']} graphs): let an "
+                     "entry go when its handle is dropped")
+    return 1.0, "correct"
 
 
 JUDGES = {"q1": by_table(_calls_entry), "q2": judge_q2}
