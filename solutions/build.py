@@ -39,11 +39,11 @@ def notebook(exercise: ex.Exercise, with_answers: bool) -> nbformat.NotebookNode
             f"Goes with the {lesson_link(exercise.lesson)}. Fill in every "
             f"answer cell, run the "
             f"notebook top to bottom, then run the last cell to check yourself. {exercise.max_score} points.\n\n"
-            "Your instructor grades the same answers on fresh inputs drawn at grading time, so an answer has "
-            "to be right in general, not just for one example. Keep each answer in its own cell, under the "
-            "name it is given. A question about a table of cases checks a few cases drawn at random each "
-            "time: fill in every case. Code answers are graded from their definitions (imports, `def`, "
-            "`class`, literal values): keep the code inside functions and classes."
+            "Your instructor grades this notebook by running it from the top in a fresh sandbox, on inputs "
+            "drawn for you at grading time, so an answer has to be right in general, not just for one example, "
+            "and has to work when the notebook runs top to bottom. Keep each answer under the name it is given. "
+            "A question about a table of cases checks every case. Memory questions are measured outside your "
+            "notebook's process, on a larger run than the self-check's."
             + (f"\n\n{exercise.intro}" if exercise.intro else "")
         ),
         new_code_cell(_imports(exercise)),

@@ -43,11 +43,12 @@ def _draw_sigmoid(rng: random.Random) -> dict:
     return {"cases": [
         {"dtype": "float64", "shape": [n], "x": values(n), "g": values(n)},
         {"dtype": "float32", "shape": [rows, cols], "x": values(rows * cols), "g": values(rows * cols)},
-    ]}
+    ], "substitute": {"dtype": "float64", "shape": [n], "x": values(n), "x2": values(n), "g": values(n)}}
 
 
 def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() and a.shape == b.shape
+    """The same memory (a view of it counts: saving a view of x saves x, not a copy)."""
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 def _probe_sigmoid(cls: object, inputs: dict) -> dict:
@@ -83,7 +84,36 @@ def _probe_sigmoid(cls: object, inputs: dict) -> dict:
             except AnswerRaised as err:  # the forward's facts still count; the gradient does not
                 observed[i]["backward_raised"] = str(err)
         observed[i]["grad"] = None if xs[i].grad is None else xs[i].grad.flatten().tolist()
-    return {"cases": observed}
+    return {"cases": observed, "substituted": _substituted(cls, inputs["substitute"])}
+
+
+def _substituted(cls: type, case: dict) -> list[float] | None:
+    """The gradient when what backward reads through ctx.saved_tensors is swapped (by saved-tensor
+    hooks) for the same value at another point x2: x becomes x2, σ(x) becomes σ(x2). A backward
+    that reads what it saved gives the gradient at x2; one that reads a value kept elsewhere (a list
+    on ctx, a global) gives the gradient at x."""
+    x = tensor_of(case, case["x"]).requires_grad_()
+    x2 = tensor_of(case, case["x2"])
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def unpack(t: torch.Tensor) -> torch.Tensor:
+        flat = t.detach().reshape(-1)
+        if t.numel() == x.numel() and torch.equal(flat, x.detach().reshape(-1)):
+            return x2.reshape(t.shape)
+        if t.numel() == x.numel() and torch.allclose(flat, torch.sigmoid(x.detach()).reshape(-1)):
+            return torch.sigmoid(x2).reshape(t.shape)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = student(cls.apply, x)
+    if not isinstance(y, torch.Tensor) or y.grad_fn is None:
+        return None
+    try:
+        student(y.backward, tensor_of(case, case["g"]))
+    except AnswerRaised:
+        return None
+    return None if x.grad is None else x.grad.flatten().tolist()
 
 
 EXERCISE = Exercise(
@@ -113,7 +143,9 @@ EXERCISE = Exercise(
                      "1/(1+e^(−x)) and `backward(ctx, grad)` returning `grad·σ(x)·(1−σ(x))`. Save exactly one "
                      "tensor with `ctx.save_for_backward`: the input x itself (then recompute σ in backward) or "
                      "the output itself (no recompute) — not a copy, not both, and no tensors stored as ctx "
-                     "attributes. The checker runs it on float64 and float32 inputs of several shapes, with two "
+                     "attributes (nor in a list or dict on ctx): backward must read it back with "
+                     "`ctx.saved_tensors`, which the checker verifies by swapping the saved value through "
+                     "saved-tensor hooks. The checker runs it on float64 and float32 inputs of several shapes, with two "
                      "graphs alive at once. Both choices score full marks; the check tells you what yours costs. "
                      f"See {lesson_link(LESSON)} and lesson 10's “Check yourself”."), stub=SIGMOID_STUB),
     ),

@@ -33,21 +33,41 @@ FUNCTIONS = {
     "exp_lin": "torch.exp(c * t) * t**p",
     "tanh_sq": "torch.tanh(c * t) * t**2",
     "log1p_sq": "c * torch.log1p(t**2) + t**p",
+    "custom": "Scaled.apply(t, c) * t**p",
 }
+
+
+class Scaled(torch.autograd.Function):
+    """sin(c·t) forward, but a backward that defines d/dt as p·c·cos(c·t) with p = 2: the derivatives
+    autograd gives are not the slopes of the forward's values (so finite differences of f disagree)."""
+
+    @staticmethod
+    def forward(ctx, t: torch.Tensor, c: float) -> torch.Tensor:
+        ctx.save_for_backward(t)
+        ctx.c = c
+        return torch.sin(c * t)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (t,) = ctx.saved_tensors
+        return grad * 2 * ctx.c * torch.cos(ctx.c * t), None
 
 
 def make_f(case: dict):  # noqa: ANN201 - an elementwise function of one tensor
     """The elementwise function f of a drawn case (public: it is part of the question)."""
     p, c = case["p"], case["c"]
     src = FUNCTIONS[case["f"]]
-    return lambda t: eval(src, {"torch": torch, "t": t, "p": p, "c": c})  # noqa: S307 - our own text
+    return lambda t: eval(src, {"torch": torch, "t": t, "p": p, "c": c, "Scaled": Scaled})  # noqa: S307 - ours
 
 
 def _draw_f(rng: random.Random) -> dict:
     cases = []
-    for dtype, shape in (("float64", [rng.randint(3, 7)]), ("float32", [rng.randint(2, 3), rng.randint(2, 4)])):
+    plain = sorted(f for f in FUNCTIONS if f != "custom")
+    for dtype, shape, f in (("float64", [rng.randint(3, 7)], rng.choice(plain)),
+                            ("float32", [rng.randint(2, 3), rng.randint(2, 4)], rng.choice(plain)),
+                            ("float64", [rng.randint(3, 7)], "custom")):
         n = shape[0] * (shape[1] if len(shape) > 1 else 1)
-        cases.append({"f": rng.choice(sorted(FUNCTIONS)), "p": rng.randint(1, 3), "c": round(rng.uniform(0.5, 2.0), 3),
+        cases.append({"f": f, "p": rng.randint(1, 3), "c": round(rng.uniform(0.5, 2.0), 3),
                       "dtype": dtype, "shape": shape, "x": [round(rng.uniform(-1.5, 1.5), 3) for _ in range(n)]})
     return {"cases": cases}
 
@@ -85,8 +105,11 @@ EXERCISE = Exercise(
                  "second_derivative", probe=_probe_second, draw=_draw_f, kind="code", details=(
                      "`f` is an elementwise function of a tensor (e.g. `t**p * torch.sin(c*t)`), `x` a tensor "
                      "that requires grad: float64 or float32, a vector or a matrix. Return a tensor of x's "
-                     "shape and dtype holding f''(x) at each element, computed by autograd (exact to rounding; "
-                     "finite differences are not precise enough). The checker calls your function twice on "
+                     "shape and dtype holding f''(x) at each element, as autograd defines it: differentiate f's "
+                     "first derivative with autograd (exact to rounding). Finite differences will not do: they "
+                     "are not precise enough, and some test functions are built from a custom "
+                     "`autograd.Function` whose backward defines the derivative (as custom Functions may), so "
+                     "slopes of f's values give other numbers. The checker calls your function twice on "
                      "the same x: the second call must give the same result (mind what accumulates in "
                      f"`x.grad`). See {lesson_link(LESSON)} (create_graph)."),
                  stub="def second_derivative(f, x):\n    raise NotImplementedError"),

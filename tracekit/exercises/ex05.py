@@ -40,7 +40,8 @@ def _draw(rng: random.Random) -> dict:
     return {"cases": [
         {"dtype": "float64", "shape": [rng.randint(3, 8)]},
         {"dtype": "float32", "shape": [rows, cols]},
-    ], "values": [round(rng.uniform(-2, 2), 3) for _ in range(max(8, rows * cols))]}
+    ], "values": [round(rng.uniform(-2, 2), 3) for _ in range(max(8, rows * cols))],
+        "weight": round(rng.uniform(1.5, 3.0), 3)}
 
 
 def case_input(inputs: dict, i: int) -> torch.Tensor:
@@ -59,6 +60,9 @@ def _probe_fixed(fn: object, inputs: dict) -> dict:
     out = []
     for i in range(len(inputs["cases"])):
         a = case_input(inputs, i)
+        # a gradient hook on a: a real backward through a scales what reaches a.grad by the drawn weight;
+        # a gradient written by hand into a.grad does not pass through it
+        a.register_hook(lambda g, w=inputs["weight"]: g * w)
         got = student(fn, a)
         if not (isinstance(got, tuple | list) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)):
             raise AnswerError("fixed(a) should return two tensors: (loss, h_next)")
@@ -84,7 +88,9 @@ EXERCISE = Exercise(
                      "and the next `h = 2a + 1` — and a.grad ends up as d loss/da. Either fix the lesson "
                      "teaches is accepted: update h out of place (the checker then calls `loss.backward()`), or "
                      "reorder so that your function calls `loss.backward()` itself before the in-place update "
-                     "(the checker sees `a.grad` is set and does not call it again). `a` is float64 or float32, "
+                     "(the checker sees `a.grad` is set and does not call it again). The checker attaches a gradient "
+                     "hook to `a` that scales what backward delivers, so `a.grad` must come from a real backward "
+                     "through the graph — a gradient written by hand does not count. `a` is float64 or float32, "
                      "a vector or a matrix, and requires grad. Silencing the version check (`.data`) gives "
                      f"wrong gradients. See {lesson_link(LESSON)}."), stub=BUGGY),
         cases_question("q2", 2, "for each program: [version of h when sin saved it, version of h when backward "

@@ -74,9 +74,10 @@ EXERCISE = Exercise(
                  "adam_state_bytes", probe=_probe, draw=_draw_models, kind="code", details=(
                      "`model` is a stack of `torch.nn.Linear` layers (with or without bias) in float32 or "
                      "float64. Return, as an int, the bytes of every tensor in `torch.optim.Adam(model."
-                     "parameters()).state` after one `step()` with default options. Compute it from the "
-                     "model (its parameters), without running an optimizer. Each check calls it on three drawn "
-                     f"models. See {lesson_link(LESSON)}: what Adam keeps per parameter, and per tensor."),
+                     "parameters()).state` after one `step()` with default options. Work it out from the "
+                     "model's parameters (what Adam keeps per parameter); running Adam on a copy and counting "
+                     "also gives the number, and the checker cannot tell the two apart, so it does not try. "
+                     "Each check calls it on three drawn models. See {lesson_link(LESSON)}: what Adam keeps per parameter, and per tensor."),
                  stub="def adam_state_bytes(model):\n    raise NotImplementedError"),
     ),
 )

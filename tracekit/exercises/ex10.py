@@ -104,7 +104,10 @@ def _question(name: str, points: int, op: str, formula: str) -> Question:
                         "`grad` alone. Save what PyTorch's own rule saves when every input requires grad — the "
                         "tensors themselves (an input or the output), not copies. The checker runs both "
                         "forwards before any backward, without autograd, on a float64 vector and a float32 "
-                        "matrix, and compares with `torch.func.vjp` and with PyTorch's own residuals. See "
+                        "matrix, and compares with `torch.func.vjp` and with PyTorch's own residuals. How backward "
+                        "turns `saved` and `grad` into gradients is yours: writing the formula is the exercise, "
+                        "but calling `torch.func.vjp` on the saved values gives the same numbers and the checker "
+                        "cannot tell them apart (it does check that only `saved` is used). See "
                         f"{lesson_link(LESSON)}."),
                     stub=rule_code(op, "raise NotImplementedError  # return (y, saved): saved = the tensors backward "
                                        "needs", "raise NotImplementedError  # return the gradient"

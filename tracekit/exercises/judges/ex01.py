@@ -88,6 +88,13 @@ def judge_q3(obs: dict, inputs: dict) -> tuple[float, str]:
             kinds.add("output" if saved[0].get("output") else "input")
     if not seen.get("has_graph", True):
         values_ok = False
+    sub = inputs["substitute"]
+    s2 = [1 / (1 + math.exp(-v)) for v in sub["x2"]]
+    if saves_ok and not close(obs.get("substituted"), [g * v * (1 - v) for g, v in zip(sub["g"], s2)], 1e-12):
+        saves_ok = False
+        fixes.append("backward does not use what ctx.save_for_backward saved (when the saved value is swapped "
+                     "through saved-tensor hooks, your gradient does not follow): read it with ctx.saved_tensors, "
+                     "and keep no other copy on ctx or elsewhere")
     raised = [c["backward_raised"] for c in cases if isinstance(c, dict) and c.get("backward_raised")]
     score, message = parts(
         (values_ok, "forward should return σ(x) = 1/(1+exp(−x)) in x's dtype"),

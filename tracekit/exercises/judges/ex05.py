@@ -53,13 +53,14 @@ def judge_q1(obs: dict, inputs: dict) -> tuple[float, str]:
     for i, seen in enumerate(cases):
         a = case_input(inputs, i).detach().double().flatten().tolist()
         tol = 1e-9 if inputs["cases"][i]["dtype"] == "float64" else 1e-4
-        grad_ok &= close(seen.get("grad"), [2 * math.cos(2 * v) for v in a], tol)
+        grad_ok &= close(seen.get("grad"), [inputs["weight"] * 2 * math.cos(2 * v) for v in a], tol)
         loss_ok = isinstance(seen.get("loss"), float) and seen.get("loss_numel") == 1 and \
             abs(seen["loss"] - sum(math.sin(2 * v) for v in a)) <= tol * (1 + len(a))
         results_ok &= loss_ok and seen.get("h_shape") == inputs["cases"][i]["shape"] and \
             close(seen.get("h_next"), [2 * v + 1 for v in a], tol)
     return parts(
-        (grad_ok, "a.grad must be d/da sum(sin(2a)): backward has to run and read the h sin saved, unchanged"),
+        (grad_ok, "a.grad must be d/da sum(sin(2a)), delivered by a real backward through a (the checker's "
+                   "gradient hook on a scales it): backward has to run and read the h sin saved, unchanged"),
         (results_ok, "keep the program's results: the loss sum(sin(2a)) as a scalar, and h_next = 2a + 1"),
     )
 

@@ -1,14 +1,12 @@
-"""ex08 judge: same loss and gradients, within a memory budget AND a recompute budget.
+"""ex08 judge: the student's checkpoint plan, run and measured here (in the trusted process).
 
-Truth is plain_loss measured now the same way (storages alive after the forward, matmuls in
-backward). With D blocks, one checkpointed segment of k blocks keeps (D − k + 1)/D of the
-activations and redoes k matmuls; the budgets (memory ≤ 76 %, recompute ≤ 60 %) admit k = 3–4
-of 8, 4–6 of 10, 4–7 of 12, or several shorter segments. Correct: any such choice, written
-with checkpoint(use_reentrant=False) or a custom autograd.Function that recomputes. Look-
-right-but-wrong: no checkpoint (memory), one checkpoint around everything (recompute), a
-fixed segment for depth 8 only (fails other depths), offloading activations into numpy/bytes
-(Python heap growth is measured too), a loss computed in float32 (gradients off). Not seen:
-activations written to disk (not memory; the prompt asks for checkpointing).
+For each depth the grader builds the model, runs `checkpointed_loss` with the plan and
+backward, and measures with its own meter (storages alive after the forward; matmuls in
+backward) against plain_loss measured the same way. Correct at a depth: valid segments (in
+range, not overlapping), memory ≤ 76 % and recompute ≤ 60 %; one share of the points per
+depth. With D blocks, one segment of k blocks keeps about (D − k + 1)/D of the activations and
+redoes k matmuls. Wrong: no checkpoint (memory), everything in one checkpoint (recompute), a
+plan for one depth (fails the others). Nothing of the student's runs here: the plan is data.
 """
 
 from __future__ import annotations
@@ -16,42 +14,63 @@ from __future__ import annotations
 import functools
 import json
 
-from ..ex08 import MEMORY_BUDGET, RECOMPUTE_BUDGET, measure_loss, plain_loss
-from .common import close
+from ..ex08 import DEPTHS, MEMORY_BUDGET, RECOMPUTE_BUDGET, checkpointed_loss, plain_loss, setup
+from ..watch import Watch
 
-PYTHON_HEAP_SLACK = 128 * 1024
-
-
-@functools.lru_cache(maxsize=64)
-def reference(key: str) -> dict:
-    """plain_loss measured on these inputs (the same inputs give the same facts: cached)."""
-    return measure_loss(plain_loss, json.loads(key))
+MATMULS = ("mm", "bmm", "addmm", "matmul", "dot", "mv", "baddbmm", "addmv")
 
 
-def judge_q1(obs: dict, inputs: dict) -> tuple[float, str]:
-    """Same values (half), memory budget (quarter), recompute budget (quarter)."""
-    ref = reference(json.dumps(inputs, sort_keys=True))
-    grads = obs.get("grads")
-    same = isinstance(obs.get("loss"), float) and abs(obs["loss"] - ref["loss"]) < 1e-10 and \
-        isinstance(grads, list) and len(grads) == len(ref["grads"]) and \
-        all(close(g, r, 1e-9) for g, r in zip(grads, ref["grads"]))
-    held, heap, matmuls = obs.get("held"), obs.get("python_bytes"), obs.get("backward_matmuls")
-    memory_ok = type(held) is int and held <= MEMORY_BUDGET * ref["held"] and \
-        type(heap) is int and heap <= PYTHON_HEAP_SLACK
-    recompute = matmuls - ref["backward_matmuls"] if type(matmuls) is int else None
-    recompute_ok = recompute is not None and recompute <= RECOMPUTE_BUDGET * inputs["depth"]
-    fixes = []
-    if not same:
-        fixes.append("compute the same loss as plain_loss, with the same gradients for every w (float64); "
-                     "the budgets count only once the values are right")
-    if same and not memory_ok:
-        fixes.append(f"too much memory stays alive for backward (more than {MEMORY_BUDGET:.0%} of plain_loss's, "
-                     f"for depth {inputs['depth']}): checkpoint more blocks")
-    if same and not recompute_ok:
-        fixes.append(f"backward redoes too many blocks (more than {RECOMPUTE_BUDGET:.0%} of {inputs['depth']}): "
-                     "checkpoint fewer")
-    score = 0.5 * same + 0.25 * (same and memory_ok) + 0.25 * (same and recompute_ok)
-    return score, "correct" if not fixes else "; ".join(fixes)
+def _measure(depth: int, plan: str | None) -> dict:
+    """Bytes left alive by the forward and matmuls run by backward, for plain_loss (plan None) or a plan."""
+    x, ws = setup(depth)
+    segments = json.loads(plan) if plan is not None else None
+    with Watch() as forward:
+        loss = plain_loss(x, ws) if segments is None else checkpointed_loss(x, ws, segments)
+    held = forward.alive_bytes((loss,))
+    with Watch() as backward:
+        loss.backward()
+    return {"held": held, "matmuls": sum(backward.ops[name] for name in MATMULS), "loss": float(loss.detach())}
+
+
+@functools.lru_cache(maxsize=512)
+def measured(depth: int, plan: str | None) -> dict:
+    """`_measure`, cached (a plan's facts do not change)."""
+    return _measure(depth, plan)
+
+
+def check_plan(depth: int, segments: object) -> tuple[bool, str]:
+    """Whether a plan fits both budgets at this depth, and if not, why."""
+    if not isinstance(segments, list):
+        return False, "no plan"
+    pairs = sorted(tuple(p) for p in segments)
+    at = 0
+    for start, stop in pairs:
+        if not (0 <= start < stop <= depth) or start < at:
+            return False, f"segment ({start}, {stop}) is out of range or overlaps another (depth {depth})"
+        at = stop
+    ref, got = measured(depth, None), measured(depth, json.dumps([list(p) for p in pairs]))
+    if got["held"] > MEMORY_BUDGET * ref["held"]:
+        return False, f"depth {depth}: {got['held'] / ref['held']:.0%} of the memory stays: checkpoint more"
+    if got["matmuls"] - ref["matmuls"] > RECOMPUTE_BUDGET * depth:
+        return False, f"depth {depth}: {got['matmuls'] - ref['matmuls']} of {depth} blocks redone: checkpoint fewer"
+    return True, ""
+
+
+def judge_q1(obs: dict, inputs: dict) -> tuple[float, str, list[str]]:
+    """One share per depth whose plan fits both budgets."""
+    plans = obs.get("plans")
+    if not isinstance(plans, dict):
+        return 0.0, "the checker got no plans", []
+    bad: list[str] = []
+    hints: list[str] = []
+    for depth in DEPTHS:
+        ok, hint = check_plan(depth, plans.get(str(depth)))
+        if not ok:
+            bad.append(str(depth))
+            hints.append(hint)
+    if not bad:
+        return 1.0, "correct", []
+    return (len(DEPTHS) - len(bad)) / len(DEPTHS), "; ".join(hints), bad
 
 
 JUDGES = {"q1": judge_q1}
