@@ -269,12 +269,16 @@ VARIANTS["ex06"] = [
     ("float()", {"q1": TRAIN.format(diag="val = model(x_val).pow(2).mean()\n        history.append(float(val))",
                                     ret="history")}, {"q1": 4}),
     ("keeps every graph (the stub)", {"q1": TRAIN.format(diag="history.append(model(x_val).pow(2).mean())",
-                                                         ret="history")}, {"q1": 2}),
+                                                         ret="history")}, {"q1": 0}),
     ("floats returned, tensors stashed in a global", {"q1": "KEPT = []\n\n" + TRAIN.format(
         diag="val = model(x_val).pow(2).mean()\n        KEPT.append(val)\n        history.append(val.item())",
-        ret="history")}, {"q1": 2}),
+        ret="history")}, {"q1": 0}),
     ("keeps every graph, converts at the end", {"q1": TRAIN.format(
-        diag="history.append(model(x_val).pow(2).mean())", ret="[v.item() for v in history]")}, {"q1": 3}),
+        diag="history.append(model(x_val).pow(2).mean())", ret="[v.item() for v in history]")}, {"q1": 0}),
+    ("module-level state: a step counter and a weakref set", {"q1": "import itertools\nimport weakref\n\n"
+     "STEPS = itertools.count()\nSEEN = weakref.WeakSet()\n\n" + TRAIN.format(
+         diag="val = model(x_val).pow(2).mean()\n        SEEN.add(val)\n        next(STEPS)\n"
+              "        history.append(val.item())", ret="history")}, {"q1": 4}),
     ("diagnostic before the step", {"q1": '''def train(model, x, x_val, steps):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     history = []
@@ -283,7 +287,7 @@ VARIANTS["ex06"] = [
         opt.zero_grad()
         model(x).pow(2).mean().backward()
         opt.step()
-    return history'''}, {"q1": 3}),
+    return history'''}, {"q1": 0}),
 ]
 
 HOOKS_FINALIZE = '''import weakref
@@ -365,45 +369,25 @@ VARIANTS["ex07"] = [
     ("a handle that carries the tensor", {"q2": HOOKS_CARRIER}, {"q1": 1, "q2": 3}),
     ("len(STORE) keys and pop on unpack", {"q1": f"q1_pack_calls = {{k: 99 for k in {list(PACKS)!r}}}",
                                            "q2": HOOKS_OLD}, {"q1": 0, "q2": 0}),
-    ("a store that never lets go", {"q1": "q1_pack_calls = [4]", "q2": HOOKS_NEVER_FREE}, {"q1": 0, "q2": 2}),
-    ("pack returns the tensor", {"q1": f"q1_pack_calls = {{k: v + 1 for k, v in {PACKS!r}.items()}}",
-                                 "q2": HOOKS_IDENTITY}, {"q1": 0, "q2": 2}),
+    ("a store that never lets go", {"q1": "q1_pack_calls = [4]", "q2": HOOKS_NEVER_FREE}, {"q1": 0, "q2": 1.5}),
+    ("pack returns the tensor (not judged: invisible outside the process)",
+     {"q1": f"q1_pack_calls = {{k: v + 1 for k, v in {PACKS!r}.items()}}", "q2": HOOKS_IDENTITY},
+     {"q1": 0, "q2": 3}),
     ("one global slot", {"q2": HOOKS_ONE_SLOT}, {"q1": 1, "q2": 0}),
 ]
 
-CKPT = '''from torch.utils.checkpoint import checkpoint
-
-
-def _blocks(h, *ws):
-    for w in ws:
-        h = torch.tanh(h @ w)
-    return h
-
-
-def loss_fn(x, ws):
-    {body}
-    return h.pow(2).mean()'''
+PLAN = "def checkpoint_plan(depth):\n    {body}"
 VARIANTS["ex08"] = [
     ("reference: first half", {}, {"q1": 4}),
-    ("a middle segment", {"q1": CKPT.format(body="k, s = len(ws) // 2, len(ws) // 4\n"
-                                                 "    h = _blocks(x, *ws[:s])\n"
-                                                 "    h = checkpoint(_blocks, h, *ws[s:s + k], use_reentrant=False)\n"
-                                                 "    h = _blocks(h, *ws[s + k:])")}, {"q1": 4}),
-    ("the last 45 %", {"q1": "import math\n" + CKPT.format(
-        body="k = math.ceil(0.45 * len(ws))\n    h = _blocks(x, *ws[:len(ws) - k])\n"
-             "    h = checkpoint(_blocks, h, *ws[len(ws) - k:], use_reentrant=False)")}, {"q1": 4}),
-    ("no checkpoint (the stub)", {"q1": "from tracekit.exercises.ex08 import plain_loss\n\n"
-                                        "def loss_fn(x, ws):\n    return plain_loss(x, ws)"}, {"q1": 3}),
-    ("everything in one checkpoint", {"q1": CKPT.format(
-        body="h = checkpoint(_blocks, x, *ws, use_reentrant=False)")}, {"q1": 3}),
-    ("float32 to save memory", {"q1": CKPT.format(
-        body="h = _blocks(x.float(), *[w.float() for w in ws]).double()")}, {"q1": 0}),
-    ("activations offloaded to numpy", {"q1": '''from tracekit.exercises.ex08 import plain_loss
-
-
-def loss_fn(x, ws):
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: t.detach().numpy().copy(), torch.from_numpy):
-        return plain_loss(x, ws)'''}, {"q1": 3}),
+    ("a middle segment", {"q1": PLAN.format(body="k, s = depth // 2, depth // 4\n    return [(s, s + k)]")},
+     {"q1": 4}),
+    ("the last 45 %, as a list of lists", {"q1": "import math\n\n" + PLAN.format(
+        body="k = math.ceil(0.45 * depth)\n    return [[depth - k, depth]]")}, {"q1": 4}),
+    ("the first half rounded up, numpy ints", {"q1": "import numpy as np\n\n" + PLAN.format(
+        body="return [(np.int64(0), np.int64((depth + 1) // 2))]")}, {"q1": 4}),
+    ("no checkpoint", {"q1": PLAN.format(body="return []")}, {"q1": 0}),
+    ("everything in one checkpoint", {"q1": PLAN.format(body="return [(0, depth)]")}, {"q1": 0}),
+    ("hard-coded for depth 8", {"q1": PLAN.format(body="return [(0, 4)]")}, {"q1": round(4 * 6 / 9, 2)}),
 ]
 
 VARIANTS["ex09"] = [

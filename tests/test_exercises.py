@@ -55,7 +55,8 @@ def test_reference_answers_full_marks_and_blank_zero(exercise_id, capsys):
         results = tk.check(exercise_id, namespace(exercise_id), seed=seed)
         assert [r["status"] for r in results] == ["correct"] * len(results), results
         assert sum(r["score"] for r in results) == exercise.max_score
-    assert f"{exercise.max_score} / {exercise.max_score} points" in capsys.readouterr().out
+    assert f"{exercise.max_score} / {exercise.max_score} points" in repr(results)
+    assert "[{" not in repr(results)  # shown as the report, never as a raw list
     blank = tk.check(exercise_id, {})
     assert sum(r["score"] for r in blank) == 0 and {r["status"] for r in blank} == {"missing"}
 
@@ -111,10 +112,35 @@ def test_readme_table_matches_the_exercises():
 
 
 def test_data_answers_must_be_plain_values():
-    class Sneaky(dict):
+    class Sneaky:
+        def __eq__(self, other):
+            return True
+
+    class AlwaysEqualDict(dict):
         def __eq__(self, other):
             return True
 
     results = {r["name"]: r for r in tk.check("ex01", {"q1_slots": Sneaky(), "q2_slots": ["result"]}, seed=0)}
     assert results["q1"]["score"] == 0 and "got Sneaky" in results["q1"]["message"]
     assert results["q2"]["status"] == "wrong" and "expected a dict" in results["q2"]["message"]
+    # a Mapping is read as its items: an always-equal dict subclass is just an empty dict
+    results = {r["name"]: r for r in tk.check("ex01", {"q1_slots": AlwaysEqualDict(), "q2_slots": None}, seed=0)}
+    assert results["q1"]["score"] == 0 and "no entry" in results["q1"]["message"]
+
+
+def test_standard_kinds_of_values_are_accepted():
+    """What the prompt calls a dict, a set or an int may be any mapping, set or integral number."""
+    import collections
+
+    import numpy as np
+    import torch
+
+    from tracekit.exercises.base import plain
+
+    assert plain(collections.OrderedDict(a={"x"})) == {"a": ["x"]}
+    assert plain(collections.defaultdict(set, b=frozenset({"self", "other"}))) == {"b": ["other", "self"]}
+    assert plain(np.int64(3)) == 3 and type(plain(np.int64(3))) is int
+    assert plain(np.float32(0.5)) == 0.5 and type(plain(np.float32(0.5))) is float
+    assert plain(torch.tensor(7)) == 7 and plain((1, 2)) == [1, 2]
+    with pytest.raises(tk.exercises.AnswerError):
+        plain(torch.ones(3))

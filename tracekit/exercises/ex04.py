@@ -38,17 +38,24 @@ FUNCTIONS = {
 
 
 class Scaled(torch.autograd.Function):
-    """sin(c·t) forward, but a backward that defines d/dt as p·c·cos(c·t) with p = 2: the derivatives
-    autograd gives are not the slopes of the forward's values (so finite differences of f disagree)."""
+    """sin(c·t) forward, but a backward that defines d/dt as 2·c·cos(c·t): the derivatives autograd
+    gives are not the slopes of the forward's values (so finite differences of f disagree). Written
+    in the setup_context form, so torch.func transforms (grad, vmap) work on it too."""
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, t: torch.Tensor, c: float) -> torch.Tensor:
-        ctx.save_for_backward(t)
-        ctx.c = c
+    def forward(t: torch.Tensor, c: float) -> torch.Tensor:
         return torch.sin(c * t)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def setup_context(ctx, inputs: tuple, output: torch.Tensor) -> None:  # noqa: ANN001 - autograd's ctx
+        t, c = inputs
+        ctx.save_for_backward(t)
+        ctx.c = c
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001
         (t,) = ctx.saved_tensors
         return grad * 2 * ctx.c * torch.cos(ctx.c * t), None
 

@@ -339,8 +339,10 @@ def run(
                                                                               else "no answers came back"))
     for q in exercise.questions:
         config = (inputs.get(q.name) or {}).get("measure")
-        if q.measure is None or not isinstance(config, dict) or result.observations is None:
-            continue
+        seen = (result.observations or {}).get(q.name) or {}
+        if q.measure is None or not isinstance(config, dict) or not seen or {"missing", "error",
+                                                                              "checker_error"} & set(seen):
+            continue  # nothing to measure: the answer is missing or already failed
         out = _run_notebook({"mode": "measure", "exercise": exercise_id, "question": q.name,
                              "config": config["grade"]}, code_cells, started, timeout, limits, result, skipped)
         values = next((x["measured"] for x in out.lines if isinstance(x.get("measured"), dict)), None) if out else None
