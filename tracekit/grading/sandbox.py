@@ -42,7 +42,6 @@ class SandboxResult:
     """What came back from the sandboxes, plus what happened to them."""
 
     observations: dict[str, dict] | None = None
-    tampered: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # cells skipped, timeouts, crashes, limits
     cell_errors: list[str] = field(default_factory=list)  # errors raised by the student's cells
     seconds: float = 0.0
