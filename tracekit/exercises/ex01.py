@@ -146,7 +146,8 @@ EXERCISE = Exercise(
                      "attributes (nor in a list or dict on ctx): backward must read it back with "
                      "`ctx.saved_tensors`, which the checker verifies by swapping the saved value through "
                      "saved-tensor hooks. The checker runs it on float64 and float32 inputs of several shapes, "
-                     "with two graphs alive at once. Both choices score full marks; the check tells you what yours costs. "
+                     "with two graphs alive at once. Both choices score full marks; the check tells you what "
+                     "yours costs. "
                      f"See {lesson_link(LESSON)} and lesson 10's “Check yourself”."), stub=SIGMOID_STUB),
     ),
 )
