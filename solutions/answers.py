@@ -152,7 +152,7 @@ def unpack(handle):
 hooks = (pack, unpack)''',
     },
     "ex08": {
-        "q1": '''from tracekit.exercises.ex08 import checkpointed_loss, plain_loss, setup  # noqa: F401 - to try the plan
+        "q1": '''from tracekit.exercises.ex08 import checkpointed_loss, plain_loss, setup  # noqa: F401 - try it
 
 
 def checkpoint_plan(depth):

@@ -92,7 +92,7 @@ EXERCISE = Exercise(
                   f"{', '.join(map(str, DEPTHS))} (each depth is an equal share of the points), and measures "
                   "both budgets on its own run — so decide from `depth`, and try your plan with "
                   f"`checkpointed_loss` and `tk.trace` before you submit. See {lesson_link(LESSON)}."),
-              stub='''from tracekit.exercises.ex08 import checkpointed_loss, plain_loss, setup  # noqa: F401 - to try your plan
+              stub='''from tracekit.exercises.ex08 import checkpointed_loss, plain_loss, setup  # noqa: F401 - try it
 
 
 def checkpoint_plan(depth):
