@@ -144,3 +144,18 @@ def test_standard_kinds_of_values_are_accepted():
     assert plain(torch.tensor(7)) == 7 and plain((1, 2)) == [1, 2]
     with pytest.raises(tk.exercises.AnswerError):
         plain(torch.ones(3))
+
+
+def test_self_check_reports_an_answer_whose_cell_no_longer_compiles():
+    """Stale kernel state: the answer was defined, then its cell edited into a syntax error and run;
+    the grade (a fresh run) would not see the old definition, so neither does the self-check."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.reset(new_session=True)
+    shell.run_cell("import torch\nimport tracekit as tk", store_history=True)
+    shell.run_cell("def pinned_bytes(n, k, dtype):\n    return 0", store_history=True)
+    shell.run_cell("def pinned_bytes(n, k, dtype)\n    return 0", store_history=True)  # the edit: no colon
+    results = {r["name"]: r for r in tk.check("ex03", shell.user_ns, seed=1)}
+    assert results["q1"]["status"] == "missing" and "syntax error" in results["q1"]["message"]
+    assert results["q2"]["status"] == "missing" and "syntax error" not in results["q2"]["message"]

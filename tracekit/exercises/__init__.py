@@ -139,8 +139,11 @@ def _stale_answers(exercise: Exercise) -> dict[str, str]:
     """In a notebook: answers whose last cell run (the newest that defines the name) does not
     compile any more — the kernel still holds the old value, which the grader will not see."""
     try:
-        ip = get_ipython()  # type: ignore[name-defined]  # noqa: F821 - IPython's builtin
-    except NameError:
+        from IPython import get_ipython
+    except ImportError:
+        return {}
+    ip = get_ipython()
+    if ip is None:
         return {}
     history = list(ip.user_ns.get("In", []))
     found: dict[str, str] = {}
