@@ -201,7 +201,7 @@ def _scores(report: dict[str, Any]) -> tuple:
 def load_reports(result_dirs: list[Path]) -> tuple[list[dict[str, Any]], list[str]]:
     """The signed reports in these results folders (shards merged), and the folders holding a
     report this grader did not sign. A student found twice with other scores is an error."""
-    found: dict[str, tuple[dict[str, Any], Path]] = {}
+    found: dict[str, tuple[dict[str, Any], Path]] = {}  # student -> (report, its folder)
     unsigned: list[str] = []
     for root in result_dirs:
         if not Path(root).is_dir():
@@ -224,9 +224,9 @@ def load_reports(result_dirs: list[Path]) -> tuple[list[dict[str, Any]], list[st
                 other, where = found[student]
                 if _scores(other) != _scores(report):
                     raise GradebookError(
-                        f"{visible(student)!r} was graded twice with different scores, in {where / folder} "
+                        f"{visible(student)!r} was graded twice with different scores, in {where} "
                         f"({other.get('score')}) and {root / folder} ({report.get('score')}): a rerun with "
                         "another shard count? Delete the stale results folder and merge again")
                 continue
-            found[student] = (report, root)
+            found[student] = (report, root / folder)
     return [r for r, _ in found.values()], sorted(set(unsigned))
