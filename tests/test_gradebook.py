@@ -214,6 +214,14 @@ def test_a_student_graded_twice_with_other_scores_is_refused(tmp_path):
     sign(b, other)
     with pytest.raises(GradebookError, match="'student01' was graded twice with different scores"):
         gradebook.write_from([a, b], tmp_path / "out")
+    stale = json.loads(json.dumps(other))
+    stale.pop("signature")
+    stale["folder"] = "student01-old"  # left by a grader that named folders otherwise: the current one counts
+    stale["exercises"] = [part(e, [question(q, 0) for q in get(e).questions]) for e in ASSIGNED]
+    assert reports["student01"]["score"] > 0
+    sign(a, stale)
+    assert next(r for r in gradebook.write_from([a], tmp_path / "out").rows if r.student == "student01").score \
+        == reports["student01"]["score"]
     with pytest.raises(GradebookError, match="no such results folder"):
         gradebook.write_from([tmp_path / "nope"], tmp_path / "out")
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import GradebookError
 from ..exercises import IDS, get
-from .grader import REPORT, RESULTS, _clamp, _key, load_report
+from .grader import REPORT, RESULTS, _clamp, _key, folder_for, load_report
 
 GRADES, CANVAS, MOODLE, SUMMARY, FEEDBACK = "grades.csv", "canvas.csv", "moodle.csv", "summary.html", "feedback"
 OUTPUTS = (GRADES, CANVAS, MOODLE, SUMMARY, FEEDBACK)  # the gradebook's files: no student's results folder
@@ -198,35 +198,46 @@ def _scores(report: dict[str, Any]) -> tuple:
                                               for p in report.get("exercises", []) if isinstance(p, dict))))
 
 
+def _signed_in(root: Path) -> tuple[dict[str, tuple[dict[str, Any], Path]], list[str]]:
+    """One results folder's signed reports by student, and its folders with a report that does not
+    verify. Of two reports of one student, the one in the folder the grader uses now counts (the
+    other is left from a grader that named folders otherwise)."""
+    key = _key(root, create=False)
+    try:
+        folders = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return {}, []
+    found: dict[str, tuple[dict[str, Any], Path]] = {}
+    unsigned = []
+    for folder in folders:
+        if folder in OUTPUTS:
+            continue
+        report = load_report(root, folder, key)
+        if report is None or report.get("folder") != folder:  # a signed report copied to another folder
+            if (root / folder / REPORT).exists() or (root / folder / RESULTS).exists():
+                unsigned.append(folder)
+            continue
+        student = str(report.get("student"))
+        if student not in found or folder == folder_for(student):
+            found[student] = (report, root / folder)
+    return found, unsigned
+
+
 def load_reports(result_dirs: list[Path]) -> tuple[list[dict[str, Any]], list[str]]:
     """The signed reports in these results folders (shards merged), and the folders holding a
-    report this grader did not sign. A student found twice with other scores is an error."""
+    report this grader did not sign. A student found in two shards with other scores is an error."""
     found: dict[str, tuple[dict[str, Any], Path]] = {}  # student -> (report, its folder)
     unsigned: list[str] = []
     for root in result_dirs:
         if not Path(root).is_dir():
             raise GradebookError(f"no such results folder: {root}")
-        key = _key(root, create=False)
-        try:
-            folders = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False))
-        except OSError:
-            continue
-        for folder in folders:
-            if folder in OUTPUTS:
-                continue
-            report = load_report(root, folder, key)
-            if report is None or report.get("folder") != folder:  # a signed report copied to another folder
-                if (root / folder / REPORT).exists() or (root / folder / RESULTS).exists():
-                    unsigned.append(folder)
-                continue
-            student = str(report.get("student"))
-            if student in found:
-                other, where = found[student]
-                if _scores(other) != _scores(report):
-                    raise GradebookError(
-                        f"{visible(student)!r} was graded twice with different scores, in {where} "
-                        f"({other.get('score')}) and {root / folder} ({report.get('score')}): a rerun with "
-                        "another shard count? Delete the stale results folder and merge again")
-                continue
-            found[student] = (report, root / folder)
+        here, bad = _signed_in(Path(root))
+        unsigned += bad
+        for student, (report, where) in here.items():
+            if student in found and _scores(found[student][0]) != _scores(report):
+                raise GradebookError(
+                    f"{visible(student)!r} was graded twice with different scores, in {found[student][1]} "
+                    f"({found[student][0].get('score')}) and {where} ({report.get('score')}): a rerun with "
+                    "another shard count? Delete the stale results folder and merge again")
+            found.setdefault(student, (report, where))
     return [r for r, _ in found.values()], sorted(set(unsigned))
