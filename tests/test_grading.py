@@ -175,7 +175,17 @@ def test_result_files_gradescope_format_and_class_csv(batch):
         assert set(t) >= {"name", "score", "max_score", "output", "visibility"} and t["visibility"] == "visible"
     rows = list(csv.DictReader((out / "grades.csv").open()))
     assert {r["student"] for r in rows} == set(batch["reports"])
-    assert next(r for r in rows if r["student"] == "ref_ex02")["score"] == "6.0"
+    ref = next(r for r in rows if r["student"] == "ref_ex02")
+    assert ref["score"] == ref["ex02"] == "6" and [ref[f"ex02.q{i}"] for i in (1, 2, 3)] == ["2", "2", "2"]
+    assert ref["ex01"] == "" and next(r for r in rows if r["student"] == "blank")["ex01"] == "0"
+    feedback = (out / "feedback" / "ref_ex02.md").read_text(encoding="utf-8")
+    assert "## ex02 · A small trace, by hand: 6 / 6" in feedback and "**q3** (2/2)" in feedback
+    assert "set `q1_slots` to your answer" in (out / "feedback" / "blank.md").read_text(encoding="utf-8")
+    canvas = list(csv.reader((out / "canvas.csv").open(encoding="utf-8")))
+    assert canvas[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    assert canvas[1][0] == "Points Possible" and len(canvas) == 2 + len(batch["reports"])
+    summary = (out / "summary.html").read_text(encoding="utf-8")
+    assert summary.count("<svg") == 1 + sum(len(get(e).questions) for e in IDS)  # everyone's exercises
     assert not list(out.rglob(".results.json.*"))  # no half-written files left behind
     assert any(line.startswith("[") and "ref_ex09" in line for line in batch["lines"])  # progress shown
 
@@ -259,5 +269,7 @@ def test_cli_check_release_and_grade(tmp_path):
     bad = run_cli("grade", str(subs), "--out", str(tmp_path / "res"), "--shard", "3/2")
     assert bad.returncode == 2 and "shard" in bad.stderr
     merged = run_cli("grades", str(tmp_path / "res"))
-    assert merged.stdout.splitlines()[1].startswith("ann,ex01,5")
+    assert merged.stdout.splitlines()[1].startswith("ann,5,5,5,1,1,3,")  # score, max, ex01, its questions
+    book = run_cli("grades", str(tmp_path / "res"), "--out", str(tmp_path / "book"))
+    assert book.returncode == 0 and (tmp_path / "book" / "feedback" / "ann.md").exists()
     assert os.path.exists(tmp_path / "res" / "ann" / "report.json")

@@ -47,10 +47,13 @@ def main(argv: list[str] | None = None) -> int:
                              description="Copy the exercise notebooks, outputs cleared, into OUT (e.g. a repository "
                              "that nbgitpuller distributes).")
     release.add_argument("out")
-    grades = sub.add_parser("grades", help="merge results folders (e.g. from shards) into one CSV",
-                            description="Write one CSV row per student found in the RESULTS folders.")
+    grades = sub.add_parser("grades", help="merge results folders (e.g. from shards) into one gradebook",
+                            description="Merge the RESULTS folders (shards) into one gradebook. --out DIR writes "
+                            "DIR/grades.csv, canvas.csv, moodle.csv, feedback/<student>.md and summary.html; "
+                            "--out FILE.csv or - (the default: standard output) writes grades.csv only.")
     grades.add_argument("results", nargs="+")
-    grades.add_argument("--out", default="-", help="CSV path (default: standard output)")
+    grades.add_argument("--out", default="-", help="a folder for the gradebook, a .csv path, or - (standard output)")
+    grades.add_argument("--exercises", help="the assignment, e.g. ex01,ex03 (default: what the reports record)")
     autograder = sub.add_parser(
         "autograder", help="write a Gradescope autograder zip (setup.sh, run_autograder, the tracekit wheel)",
         description="Write a zip that follows Gradescope's autograder specification: setup.sh installs the pinned "
@@ -81,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "release":
         return _release(args.out)
     if args.command == "grades":
-        return _grades(args.results, args.out)
+        return _grades(args.results, args.out, args.exercises)
     if args.command == "autograder":
         return _autograder(args, parser)
     return _demo(args.x, args.w, args.b, args.out)
@@ -174,17 +177,33 @@ def _release(out: str) -> int:
     return 0
 
 
-def _grades(results: list[str], out: str) -> int:
+def _grades(results: list[str], out: str, exercises: str | None = None) -> int:
     from pathlib import Path
 
-    from .grading.grader import grades_csv, write_atomic
+    from .errors import GradebookError
+    from .grading.autograder import parse_exercises
+    from .grading.gradebook import grades_text, write_from
+    from .grading.grader import write_atomic
 
-    text = grades_csv([Path(r) for r in results])
+    try:
+        assigned = list(parse_exercises(exercises)) if exercises else None
+        dirs = [Path(r) for r in results]
+        if out == "-" or out.endswith(".csv"):
+            text = grades_text(dirs, assigned)
+            if out != "-":
+                write_atomic(Path(out), text)
+        else:
+            book = write_from(dirs, Path(out), assigned)
+    except (GradebookError, ValueError) as err:
+        print(f"tracekit grades: {err}", file=sys.stderr)
+        return 2
     if out == "-":
         sys.stdout.write(text)
-    else:
-        write_atomic(Path(out), text)
+    elif out.endswith(".csv"):
         print(f"wrote {out}")
+    else:
+        print(f"wrote the gradebook of {len(book.signed)} students to {out}: grades.csv, canvas.csv, moodle.csv, "
+              "feedback/, summary.html")
     return 0
 
 

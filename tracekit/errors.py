@@ -62,3 +62,8 @@ class IsolationError(TracekitError, RuntimeError):
 
 class AutograderError(TracekitError, RuntimeError):
     """The autograder bundle cannot be built here (for example: not a source checkout of tracekit)."""
+
+
+class GradebookError(TracekitError, ValueError):
+    """The results cannot be merged into one gradebook (a student graded twice with different scores,
+    an unknown exercise in the assignment): the message says what to do."""

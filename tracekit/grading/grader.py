@@ -10,12 +10,10 @@ from reports that verify, with every score clamped to what the exercise definiti
 from __future__ import annotations
 
 import contextlib
-import csv
 import functools
 import hashlib
 import hmac
 import importlib
-import io
 import json
 import os
 import re
@@ -45,7 +43,7 @@ CSV_NAME = "grades.csv"
 MAX_REPORT_BYTES = 8 << 20
 _TRUSTED_LOCK = threading.Lock()  # the judges compute truth with torch: one at a time keeps it simple
 _SAFE_FOLDER = re.compile(r"[\w][\w .@+-]{0,99}")
-_RESERVED = {CSV_NAME.lower(), KEY, "con", "nul"}
+_RESERVED = {CSV_NAME.lower(), KEY, "con", "nul", "canvas.csv", "moodle.csv", "summary.html", "feedback"}  # + gradebook
 
 
 @dataclass(frozen=True)
@@ -362,7 +360,9 @@ def grade_all(submissions: Path, out: Path, options: Options,
             reports.append(report)
             score = f"{report['score']:g}/{report['max_score']}"
             say(f"[{done_count}/{len(todo)}] {student}: {score} ({report['seconds']:.1f} s)")
-    write_atomic(out / CSV_NAME, grades_csv([out]))
+    from .gradebook import write_from  # grades.csv, canvas.csv, moodle.csv, feedback/, summary.html
+
+    write_from([out], out)
     if not iso.full:
         say(iso.describe())
     return reports
@@ -377,30 +377,8 @@ def _cell(value: Any) -> Any:
 
 
 def grades_csv(result_dirs: list[Path]) -> str:
-    """One row per student found in the result folders (merge shards by listing their folders);
-    only reports this grader signed count, with scores clamped to the exercises' points."""
-    rows = []
-    for root in result_dirs:
-        key = _key(root, create=False)
-        try:
-            folders = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False))
-        except OSError:
-            continue
-        for folder in folders:
-            report = load_report(root, folder, key)
-            if report is None:
-                if (root / folder / REPORT).exists() or (root / folder / RESULTS).exists():
-                    rows.append([f"{folder}", "", 0, 0, "its report is not one this grader signed: regrade it", ""])
-                continue
-            parts = [p for p in report.get("exercises", []) if isinstance(p, dict)]
-            ids = [str(p.get("exercise")) for p in parts if p.get("exercise") in IDS]
-            most = sum(get(e).max_score for e in ids)
-            problems = [str(p) for p in report.get("problems", [])]
-            iso = str(report.get("isolation", ""))
-            rows.append([str(report.get("student")), " ".join(ids), _clamp(report.get("score"), most), most,
-                         "; ".join(problems), "full" if iso.startswith("isolation: full") else iso])
-    buf = io.StringIO()
-    writer = csv.writer(buf)
-    writer.writerow(["student", "exercises", "score", "max_score", "problems", "isolation"])
-    writer.writerows([_cell(c) for c in row] for row in sorted(rows, key=lambda r: str(r[0])))
-    return buf.getvalue()
+    """grades.csv of the students found in the result folders (merge shards by listing their folders):
+    only reports this grader signed count, with scores clamped to the exercises' points (gradebook.py)."""
+    from .gradebook import grades_text
+
+    return grades_text(result_dirs)
