@@ -1,0 +1,80 @@
+"""The corpus author's own checks, written from the prompts' meaning; not the course grader.
+
+Each judge takes the namespace a variant left behind and returns "ok" or "bad (<reason>)".
+Reference values were measured with plain PyTorch / tk.trace on torch 2.13 CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+
+import torch
+
+import tracekit as tk
+
+EX01_Q1 = {
+    "mul:a": {"other"}, "mul:b": {"self"}, "mul:ab": {"self", "other"},
+    "div:a": {"other"}, "div:b": {"self", "other"}, "div:ab": {"self", "other"},
+    "mm:a": {"mat2"}, "mm:b": {"self"}, "mm:ab": {"self", "mat2"},
+    "sub:a": set(), "sub:b": set(), "sub:ab": set(),
+}
+EX01_Q2 = {op: {"result"} for op in ["exp", "tanh", "sigmoid", "sqrt", "relu", "reciprocal", "expm1", "rsqrt"]}
+EX01_Q2 |= {op: {"self"} for op in ["sin", "cos", "log", "abs", "log1p", "erf", "atan"]}
+EX01_Q2["neg"] = set()
+
+
+def _table_of_sets(ns: dict, name: str, ref: dict) -> str:
+    v = ns.get(name)
+    if not isinstance(v, Mapping):
+        return f"bad ({name} is {type(v).__name__})"
+    for k, want in ref.items():
+        if k not in v:
+            return f"bad (missing {k})"
+        got = v[k]
+        if isinstance(got, str) or set(got) != want or len(list(got)) != len(want):
+            return f"bad ({k}: {got!r})"
+    return "ok"
+
+
+def _ex01_q3(ns: dict) -> str:
+    cls = ns.get("Sigmoid")
+    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        return "bad (no Sigmoid Function)"
+    graphs = []
+    cases = [(torch.float64, (5,)), (torch.float32, (3, 4)), (torch.float64, (2, 3, 2)), (torch.float32, ())]
+    for dtype, shape in cases:
+        x = torch.randn(shape, dtype=dtype, requires_grad=True)
+        y = cls.apply(x)
+        graphs.append((x, y))
+    for x, y in graphs:
+        if y.dtype != x.dtype or y.shape != x.shape:
+            return f"bad (output {y.dtype} {tuple(y.shape)} for {x.dtype} {tuple(x.shape)})"
+        if not torch.allclose(y, torch.sigmoid(x)):
+            return "bad (forward value)"
+        node = y.grad_fn
+        saved = node.saved_tensors
+        if len(saved) != 1:
+            return f"bad ({len(saved)} saved tensors)"
+        ptr = saved[0].untyped_storage().data_ptr()
+        if ptr not in (x.untyped_storage().data_ptr(), y.untyped_storage().data_ptr()):
+            return "bad (saved a copy)"
+        attrs = [k for k, a in vars(node).items() if isinstance(a, torch.Tensor)] if hasattr(node, "__dict__") else []
+        if attrs:
+            return f"bad (tensors as ctx attributes: {attrs})"
+    for x, y in reversed(graphs):
+        g = torch.randn_like(y)
+        (gx,) = torch.autograd.grad(y, x, g)
+        s = torch.sigmoid(x.detach())
+        if not torch.allclose(gx, g * s * (1 - s), rtol=1e-5, atol=1e-7):
+            return "bad (gradient)"
+    return "ok"
+
+
+JUDGES = {
+    "ex01": {
+        "q1": lambda ns: _table_of_sets(ns, "q1_slots", EX01_Q1),
+        "q2": lambda ns: _table_of_sets(ns, "q2_slots", EX01_Q2),
+        "q3": _ex01_q3,
+    },
+}
