@@ -78,3 +78,77 @@ JUDGES = {
         "q3": _ex01_q3,
     },
 }
+
+EX02_Q1 = {
+    "P1": [["SumBackward0", "MulBackward0", "ExpBackward0"]],
+    "P2": [["SumBackward0", "MulBackward0", "SinBackward0"]],
+    "P3": [["SumBackward0", "DivBackward0", "TanhBackward0"]],
+    "P4": [["SumBackward0", "ExpBackward0", "MulBackward0"]],
+    "P5": [["SumBackward0", "MulBackward0", "SigmoidBackward0"]],
+    "P6": [["SumBackward0", "AddBackward0", "ExpBackward0", "CosBackward0"],
+           ["SumBackward0", "AddBackward0", "CosBackward0", "ExpBackward0"]],
+    "P7": [["SumBackward0", "SigmoidBackward0", "MulBackward0"]],
+    "P8": [["SumBackward0", "MulBackward0", "SinBackward0"]],
+}
+EX02_Q2 = {
+    "P1": {"SumBackward0": set(), "MulBackward0": {"self", "other"}, "ExpBackward0": {"result"}},
+    "P2": {"SumBackward0": set(), "MulBackward0": {"other"}, "SinBackward0": {"self"}},
+    "P3": {"SumBackward0": set(), "DivBackward0": {"self", "other"}, "TanhBackward0": {"result"}},
+    "P4": {"SumBackward0": set(), "ExpBackward0": {"result"}, "MulBackward0": {"self", "other"}},
+    "P5": {"SumBackward0": set(), "MulBackward0": {"self", "other"}, "SigmoidBackward0": {"result"}},
+    "P6": {"SumBackward0": set(), "AddBackward0": set(), "ExpBackward0": {"result"}, "CosBackward0": {"self"}},
+    "P7": {"SumBackward0": set(), "SigmoidBackward0": {"result"}, "MulBackward0": {"other"}},
+    "P8": {"SumBackward0": set(), "MulBackward0": {"self"}, "SinBackward0": {"self"}},
+}
+EX02_Q3 = {
+    "P1": {"ExpBackward0.result": 2, "MulBackward0.self": 2, "MulBackward0.other": None},
+    "P2": {"SinBackward0.self": None, "MulBackward0.other": None},
+    "P3": {"TanhBackward0.result": 2, "DivBackward0.self": 2, "DivBackward0.other": None},
+    "P4": {"MulBackward0.self": None, "MulBackward0.other": None, "ExpBackward0.result": 1},
+    "P5": {"SigmoidBackward0.result": 2, "MulBackward0.self": 2, "MulBackward0.other": None},
+    "P6": {"CosBackward0.self": None, "ExpBackward0.result": 2},
+    "P7": {"MulBackward0.other": 2, "SigmoidBackward0.result": 1},
+    "P8": {"SinBackward0.self": None, "MulBackward0.self": 1},
+}
+
+
+def _as_int(v):
+    return None if v is None else int(v)
+
+
+def _ex02_q1(ns: dict) -> str:
+    v = ns.get("q1_order")
+    if not isinstance(v, Mapping):
+        return f"bad (q1_order is {type(v).__name__})"
+    for pid, allowed in EX02_Q1.items():
+        if pid not in v or list(v[pid]) not in allowed:
+            return f"bad ({pid}: {v.get(pid)!r})"
+    return "ok"
+
+
+def _ex02_q2(ns: dict) -> str:
+    v = ns.get("q2_reads")
+    if not isinstance(v, Mapping):
+        return f"bad (q2_reads is {type(v).__name__})"
+    for pid, want in EX02_Q2.items():
+        got = v.get(pid)
+        if not isinstance(got, Mapping) or set(got) != set(want):
+            return f"bad ({pid} nodes: {got!r})"
+        for node, slots in want.items():
+            if isinstance(got[node], str) or set(got[node]) != slots:
+                return f"bad ({pid} {node}: {got[node]!r})"
+    return "ok"
+
+
+def _ex02_q3(ns: dict) -> str:
+    v = ns.get("q3_freed")
+    if not isinstance(v, Mapping):
+        return f"bad (q3_freed is {type(v).__name__})"
+    for pid, want in EX02_Q3.items():
+        got = v.get(pid)
+        if not isinstance(got, Mapping) or {k: _as_int(x) for k, x in got.items()} != want:
+            return f"bad ({pid}: {got!r})"
+    return "ok"
+
+
+JUDGES["ex02"] = {"q1": _ex02_q1, "q2": _ex02_q2, "q3": _ex02_q3}
