@@ -152,3 +152,42 @@ def _ex02_q3(ns: dict) -> str:
 
 
 JUDGES["ex02"] = {"q1": _ex02_q1, "q2": _ex02_q2, "q3": _ex02_q3}
+
+EX03_Q1_CASES = [(6, 3, torch.float32), (10, 10, torch.float64), (33, 7, torch.float64), (17, 1, torch.float32)]
+EX03_Q2_CASES = [(5, torch.float32), (2, torch.float64), (17, torch.float64), (64, torch.float32)]
+
+
+def _number(v) -> float:
+    return float(v.item() if isinstance(v, torch.Tensor) else v)
+
+
+def _ex03_q1(ns: dict) -> str:
+    fn = ns.get("pinned_bytes")
+    if not callable(fn):
+        return "bad (no pinned_bytes)"
+    for n, k, dtype in EX03_Q1_CASES:
+        w = torch.ones(k, dtype=dtype, requires_grad=True)
+        big = torch.randn(n, n, dtype=dtype)
+        want = tk.trace((big[0, :k] * w).sum()).saved_bytes
+        got = fn(n, k, dtype)
+        if _number(got) != want:
+            return f"bad ({n}, {k}, {dtype}: {got!r} != {want})"
+    return "ok"
+
+
+def _ex03_q2(ns: dict) -> str:
+    fn = ns.get("visible_and_pinned")
+    if not callable(fn):
+        return "bad (no visible_and_pinned)"
+    for n, dtype in EX03_Q2_CASES:
+        a = torch.randn(n, dtype=dtype, requires_grad=True)
+        h = a * 2
+        tr = tk.trace((h[:-1] * h[1:]).sum())
+        want = [tr.visible_bytes, tr.saved_bytes]
+        got = fn(n, dtype)
+        if len(got) != 2 or [_number(x) for x in got] != want:
+            return f"bad ({n}, {dtype}: {got!r} != {want})"
+    return "ok"
+
+
+JUDGES["ex03"] = {"q1": _ex03_q1, "q2": _ex03_q2}
