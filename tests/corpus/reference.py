@@ -191,3 +191,42 @@ def _ex03_q2(ns: dict) -> str:
 
 
 JUDGES["ex03"] = {"q1": _ex03_q1, "q2": _ex03_q2}
+
+EX05_Q2 = {"V1": [0, 2], "V2": [1, 2], "V3": [0, 1], "V4": [0, 1], "V5": [0, 1], "V6": [0, 0], "V7": [2, 5],
+           "V8": [0, 2], "V9": [1, 1]}
+
+
+def _ex05_q1(ns: dict) -> str:
+    fn = ns.get("fixed")
+    if not callable(fn):
+        return "bad (no fixed)"
+    for dtype, shape in [(torch.float64, (6,)), (torch.float32, (3, 4)), (torch.float32, (5,)), (torch.float64, (2, 3))]:
+        a = torch.randn(shape, dtype=dtype, requires_grad=True)
+        try:
+            loss, h = fn(a)
+            if a.grad is None:
+                loss.backward()
+        except Exception as err:  # noqa: BLE001
+            return f"bad ({shape}: {type(err).__name__})"
+        x = a.detach()
+        if loss.shape != () or not torch.allclose(loss.detach(), torch.sin(2 * x).sum()):
+            return "bad (loss)"
+        if not torch.allclose(h.detach(), 2 * x + 1):
+            return "bad (next h)"
+        if not torch.allclose(a.grad, 2 * torch.cos(2 * x)):
+            return "bad (a.grad)"
+    return "ok"
+
+
+def _ex05_q2(ns: dict) -> str:
+    v = ns.get("q2_versions")
+    if not isinstance(v, Mapping):
+        return f"bad (q2_versions is {type(v).__name__})"
+    for pid, want in EX05_Q2.items():
+        got = v.get(pid)
+        if got is None or [int(x) for x in got] != want:
+            return f"bad ({pid}: {got!r})"
+    return "ok"
+
+
+JUDGES["ex05"] = {"q1": _ex05_q1, "q2": _ex05_q2}
