@@ -230,3 +230,44 @@ def _ex05_q2(ns: dict) -> str:
 
 
 JUDGES["ex05"] = {"q1": _ex05_q1, "q2": _ex05_q2}
+
+EX09_Q1 = {"C1": "optimizer state", "C2": "saved activations", "C3": "saved activations",
+           "C4": "application references", "C5": "saved activations", "C6": "application references"}
+
+
+def _adam_truth(model: torch.nn.Module) -> int:
+    clone = copy.deepcopy(model)
+    opt = torch.optim.Adam(clone.parameters())
+    for p in clone.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    return sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values())
+
+
+def _ex09_q1(ns: dict) -> str:
+    v = ns.get("q1_largest")
+    if not isinstance(v, Mapping):
+        return f"bad (q1_largest is {type(v).__name__})"
+    wrong = {k: v.get(k) for k, want in EX09_Q1.items() if v.get(k) != want}
+    return f"bad ({wrong})" if wrong else "ok"
+
+
+def _ex09_q2(ns: dict) -> str:
+    fn = ns.get("adam_state_bytes")
+    if not callable(fn):
+        return "bad (no adam_state_bytes)"
+    lin = torch.nn.Linear
+    models = [
+        torch.nn.Sequential(lin(3, 5), lin(5, 2)),
+        torch.nn.Sequential(lin(7, 4, bias=False), lin(4, 4, bias=False), lin(4, 1, bias=False)).double(),
+        torch.nn.Sequential(lin(6, 6), lin(6, 3, bias=False)).double(),
+        torch.nn.Sequential(lin(16, 8, bias=False)),
+    ]
+    for m in models:
+        want, got = _adam_truth(m), fn(m)
+        if _number(got) != want:
+            return f"bad ({got!r} != {want})"
+    return "ok"
+
+
+JUDGES["ex09"] = {"q1": _ex09_q1, "q2": _ex09_q2}
