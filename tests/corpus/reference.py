@@ -200,7 +200,8 @@ def _ex05_q1(ns: dict) -> str:
     fn = ns.get("fixed")
     if not callable(fn):
         return "bad (no fixed)"
-    for dtype, shape in [(torch.float64, (6,)), (torch.float32, (3, 4)), (torch.float32, (5,)), (torch.float64, (2, 3))]:
+    cases = [(torch.float64, (6,)), (torch.float32, (3, 4)), (torch.float32, (5,)), (torch.float64, (2, 3))]
+    for dtype, shape in cases:
         a = torch.randn(shape, dtype=dtype, requires_grad=True)
         try:
             loss, h = fn(a)

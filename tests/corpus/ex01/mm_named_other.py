@@ -1,5 +1,5 @@
 # expect: q1=less q2=less q3=full
-# why: wrong slot names: mm's second operand called 'other' (PyTorch says mat2); relu and abs answered as 'result' and sqrt as 'self'; other cases right
+# why: wrong slot names: mm's second operand called 'other' (PyTorch says mat2); relu and sqrt answered 'self', abs 'result'; other cases right
 
 # %%
 import torch

@@ -1,5 +1,5 @@
 # expect: q1=full q2=full q3=full
-# why: Sigmoid saves y.detach() (an alias of the output: same storage, no copy) with numpy-free typed tables
+# why: Sigmoid saves y.detach() (an alias of the output: same storage, no copy); tables typed
 # ambiguous: 'the output itself ... not a copy': y.detach() is a new tensor object on the same storage; read as the output (no extra memory) it is full, read literally (not the returned tensor) it is not
 
 # %%
