@@ -1,0 +1,58 @@
+# expect: q1=full q2=full q3=less
+# why: tables right; Sigmoid keeps the output as ctx.y instead of save_for_backward (the prompt forbids tensors stored as ctx attributes); values right
+
+# %%
+import torch
+
+import tracekit as tk
+
+# %%
+q1_slots = {
+    "mul:a": {"other"},
+    "mul:b": {"self"},
+    "mul:ab": {"self", "other"},
+    "div:a": {"other"},
+    "div:b": {"self", "other"},
+    "div:ab": {"self", "other"},
+    "mm:a": {"mat2"},
+    "mm:b": {"self"},
+    "mm:ab": {"self", "mat2"},
+    "sub:a": set(),
+    "sub:b": set(),
+    "sub:ab": set(),
+}
+
+# %%
+q2_slots = {
+    "exp": {"result"},
+    "tanh": {"result"},
+    "sigmoid": {"result"},
+    "sin": {"self"},
+    "cos": {"self"},
+    "log": {"self"},
+    "sqrt": {"result"},
+    "relu": {"result"},
+    "abs": {"self"},
+    "reciprocal": {"result"},
+    "expm1": {"result"},
+    "log1p": {"self"},
+    "rsqrt": {"result"},
+    "erf": {"self"},
+    "atan": {"self"},
+    "neg": set(),
+}
+
+# %%
+class Sigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.sigmoid(x)
+        ctx.y = y
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.y * (1 - ctx.y)
+
+# %%
+tk.check("ex01")

@@ -1,0 +1,46 @@
+# expect: q1=full q2=zero q3=full
+# why: q2 gives each rule's slots as one comma-joined string ('self, other'), not a set of slot names
+
+# %%
+import torch  # noqa: F401 - for your answers
+
+import tracekit as tk
+
+# %%
+q1_order = {
+    "P1": ["SumBackward0", "MulBackward0", "ExpBackward0"],
+    "P2": ["SumBackward0", "MulBackward0", "SinBackward0"],
+    "P3": ["SumBackward0", "DivBackward0", "TanhBackward0"],
+    "P4": ["SumBackward0", "ExpBackward0", "MulBackward0"],
+    "P5": ["SumBackward0", "MulBackward0", "SigmoidBackward0"],
+    "P6": ["SumBackward0", "AddBackward0", "ExpBackward0", "CosBackward0"],
+    "P7": ["SumBackward0", "SigmoidBackward0", "MulBackward0"],
+    "P8": ["SumBackward0", "MulBackward0", "SinBackward0"],
+}
+
+# %%
+q2_reads = {
+    "P1": {"SumBackward0": "", "MulBackward0": "self, other", "ExpBackward0": "result"},
+    "P2": {"SumBackward0": "", "MulBackward0": "other", "SinBackward0": "self"},
+    "P3": {"SumBackward0": "", "DivBackward0": "self, other", "TanhBackward0": "result"},
+    "P4": {"SumBackward0": "", "ExpBackward0": "result", "MulBackward0": "self, other"},
+    "P5": {"SumBackward0": "", "MulBackward0": "self, other", "SigmoidBackward0": "result"},
+    "P6": {"SumBackward0": "", "AddBackward0": "", "ExpBackward0": "result", "CosBackward0": "self"},
+    "P7": {"SumBackward0": "", "SigmoidBackward0": "result", "MulBackward0": "other"},
+    "P8": {"SumBackward0": "", "MulBackward0": "self", "SinBackward0": "self"},
+}
+
+# %%
+q3_freed = {
+    "P1": {"ExpBackward0.result": 2, "MulBackward0.self": 2, "MulBackward0.other": None},
+    "P2": {"SinBackward0.self": None, "MulBackward0.other": None},
+    "P3": {"TanhBackward0.result": 2, "DivBackward0.self": 2, "DivBackward0.other": None},
+    "P4": {"MulBackward0.self": None, "MulBackward0.other": None, "ExpBackward0.result": 1},
+    "P5": {"SigmoidBackward0.result": 2, "MulBackward0.self": 2, "MulBackward0.other": None},
+    "P6": {"CosBackward0.self": None, "ExpBackward0.result": 2},
+    "P7": {"MulBackward0.other": 2, "SigmoidBackward0.result": 1},
+    "P8": {"SinBackward0.self": None, "MulBackward0.self": 1},
+}
+
+# %%
+tk.check("ex02")

@@ -1,0 +1,31 @@
+# expect: q1=zero q2=full
+# why: wraps the update in torch.no_grad(): the write is still counted, so backward still raises
+
+# %%
+import torch  # noqa: F401 - for your answers
+
+import tracekit as tk
+
+# %%
+def fixed(a):
+    h = a * 2
+    y = h.sin()
+    with torch.no_grad():
+        h.add_(1)
+    return y.sum(), h
+
+# %%
+q2_versions = {
+    "V1": [0, 2],
+    "V2": [1, 2],
+    "V3": [0, 1],
+    "V4": [0, 1],
+    "V5": [0, 1],
+    "V6": [0, 0],
+    "V7": [2, 5],
+    "V8": [0, 2],
+    "V9": [1, 1],
+}
+
+# %%
+tk.check("ex05")

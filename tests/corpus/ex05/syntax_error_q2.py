@@ -1,0 +1,31 @@
+# expect: q1=full q2=zero
+# why: q2's cell has a syntax error (a colon missing after one key), so q2_versions is undefined; q1 right and still counts
+
+# %%
+import torch  # noqa: F401 - for your answers
+
+import tracekit as tk
+
+# %%
+def fixed(a):
+    # the buggy program: make backward work without changing what it computes
+    h = a * 2
+    y = h.sin()
+    h_next = h + 1  # out of place: the h sin saved keeps its value (and version)
+    return y.sum(), h_next
+
+# %%
+q2_versions = {
+    "V1": [0, 2],
+    "V2": [1, 2],
+    "V3": [0, 1],
+    "V4": [0, 1],
+    "V5": [0, 1],
+    "V6" [0, 0],
+    "V7": [2, 5],
+    "V8": [0, 2],
+    "V9": [1, 1],
+}
+
+# %%
+tk.check("ex05")

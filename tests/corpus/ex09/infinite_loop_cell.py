@@ -1,0 +1,33 @@
+# expect: q1=full q2=full
+# why: correct answers; a scratch cell after the imports spins forever (exempt from running; the answers still count)
+
+# %%
+import torch  # noqa: F401 - for your answers
+
+import tracekit as tk
+
+# %%
+n = 0
+while n >= 0:
+    n += 1
+
+# %%
+q1_largest = {
+    "C1": "optimizer state",  # 0.53 M params: Adam's 2 copies (4 MiB) beat params, and batch 16 saves little
+    "C2": "saved activations",  # 4096 x 64 x 4 B per layer, 4 layers; tiny parameters, SGD keeps no state
+    "C3": "saved activations",  # 2048 x 128 x 4 B = 1 MiB per layer, 6 layers vs 0.8 MiB of Adam state
+    "C4": "application references",  # the 4096 x 1024 input batch (16 MiB) is held by my code
+    "C5": "saved activations",  # 1 MiB per layer, 8 layers vs 1.8 MiB of parameters
+    "C6": "application references",  # the 2048 x 2048 input batch (16 MiB); the model is tiny
+}
+
+# %%
+def adam_state_bytes(model):
+    # per parameter: exp_avg and exp_avg_sq (same shape and dtype), plus a 0-dim float32 'step' tensor
+    total = 0
+    for p in model.parameters():
+        total += 2 * p.numel() * p.element_size() + 4
+    return total
+
+# %%
+tk.check("ex09")
