@@ -161,9 +161,9 @@ def test_zero_is_a_value_you_can_set_and_it_completes_set_both():
     assert lab.model.ready and "z = -0.5000" in lab.view.value
 
 
-@pytest.mark.parametrize(("text", "says"), [("", "x is empty"), ("   ", "x is empty"), ("abc", "could not read x 'abc'"),
-                                            ("1,5", "could not read x '1,5'"), ("nan", "not a finite float32"),
-                                            ("inf", "not a finite float32"), ("1e39", "not a finite float32")])
+@pytest.mark.parametrize(("text", "says"), [
+    ("", "x is empty"), ("   ", "x is empty"), ("abc", "could not read x 'abc'"), ("1,5", "could not read x '1,5'"),
+    ("nan", "not a finite float32"), ("inf", "not a finite float32"), ("1e39", "not a finite float32")])
 def test_an_input_that_is_not_a_number_is_refused_with_a_reason_and_the_old_value_kept(text, says):
     m = SigmoidNeuron()
     m.enter("w", "2")
@@ -172,7 +172,8 @@ def test_an_input_that_is_not_a_number_is_refused_with_a_reason_and_the_old_valu
     m.enter("x", "1")
     m.step()
     assert m.enter("x", text) is False and "x is still 1" in m.message
-    assert m.x == 1.0 and m.z == pytest.approx(1.5) and says in html.unescape(lab_html(m))  # the run stays, the reason shows
+    assert m.x == 1.0 and m.z == pytest.approx(1.5)  # the run stays ...
+    assert says in html.unescape(lab_html(m))  # ... and the reason shows
 
 
 @pytest.mark.parametrize(("x", "w"), [(-1.0, 2.0), (1.0, -3.0), (-1000.0, 1.0), (1000.0, 1.0), (-2.5, -0.5)])
