@@ -23,6 +23,11 @@ VIEWS_AND_COPIES = frozenset({"t", "transpose", "view", "_unsafe_view", "reshape
 class OpCount(Counter):
     """aten op name (without overload) -> how many times it ran."""
 
+    def computing(self) -> dict[str, int]:
+        """The ops that compute values (matmuls and pointwise), in the order they first ran:
+        views, copies, allocations and the detaches autograd makes when it saves an output left out."""
+        return {op: n for op, n in self.items() if op not in VIEWS_AND_COPIES}
+
     @property
     def matmuls(self) -> int:
         """Matrix products: mm, bmm, addmm, ..."""
