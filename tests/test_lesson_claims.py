@@ -121,7 +121,8 @@ def test_04_retention_released_not_freed_second_pass_starts_and_create_graph_sha
     started = []
     node = y.grad_fn
     while node is not None:
-        node.register_prehook(lambda grad, name=node.name(): started.append(name))
+        name = node.name()
+        node.register_prehook(lambda grad, name=name: started.append(name))
         node = node.next_functions[0][0] if node.next_functions else None
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         y.backward()
@@ -188,7 +189,7 @@ def test_06_app_references_a_closure_keeps_the_graph_and_inference_tensors_canno
         scale = (x @ w).pow(2).mean()
     assert scale.is_inference()
     with pytest.raises(RuntimeError, match="do not track version counter"):
-        scale._version
+        _ = scale._version
     (torch.tanh(x @ w).mean() + scale).backward()  # it may enter a graph where no rule saves it
     with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
         (torch.tanh(x @ w).mean() * scale).backward()
@@ -223,7 +224,8 @@ def test_07_hooks_every_save_is_handed_and_save_on_cpu_copies_all_of_them():
     one = x.nbytes
     assert len(handed) == 24 and sum(t.is_leaf for t in handed) == 8  # x and 7 weights among the saves
     saves = sum(t.nbytes for t in handed)
-    del handed, loss
+    handed.clear()
+    del loss
     memory = {}
     for name, hooks in {"plain": contextlib.nullcontext, "soc": torch.autograd.graph.save_on_cpu,
                         "soc pin": partial(torch.autograd.graph.save_on_cpu, pin_memory=True)}.items():
