@@ -168,7 +168,7 @@ class SigmoidNeuron:
         if not self.steps:
             self.run()
         self.guesses = guesses
-        self.message = f"your {', '.join(guesses)} compared with the tape's values (table below)"
+        self.message = f"your {', '.join(guesses)} compared with the tape's values below"
         return True
 
     def comparison(self) -> list[tuple[str, float, float, float]]:
