@@ -3,7 +3,9 @@
 `SigmoidNeuron` is the logic (no widgets, unit-tested directly); `SigmoidLab` puts it
 behind ipywidgets: inputs x and w, boxes for the student's predictions of z, y and dy/dx,
 buttons Reset / Predict / Step and a Play timer. Predict asks first: it compares what the
-student typed with the tape's values. Editing x or w keeps the current step.
+student typed with the tape's values. Editing x or w keeps the current step. Every entry gets
+an answer (`enter`, `predict_text`): 0 and negative numbers are values, anything that is not a
+finite float32 number is refused with the reason and the value kept.
 
 The lab is a teaching view of one tiny graph, not memory evidence (see CAVEAT).
 """
