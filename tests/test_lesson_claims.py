@@ -354,7 +354,7 @@ def test_12_paper_formula_dropout_masks_are_a_cpu_and_meta_number():
     out, _ = torch.native_dropout(probs, 0.1, True)  # the op CUDA's F.dropout runs
     (r,) = tk.trace(out.sum()).residuals
     assert (r.node.name, r.dtype, r.nbytes) == ("NativeDropoutBackward0", "bool", probs.numel())
-    small = tk.formula.korthikanti(seq=64, batch=2, hidden=64, heads=4, device="cpu")
+    small = tk.formula.korthikanti(seq=128, batch=2, hidden=256, heads=8, device="cpu")  # the lesson's block
     assert all(t.eager_bytes == 2 * t.formula_bytes for t in small.masks)
     assert small.ratio > 1.05 and small.eager_bytes_with_byte_masks / small.formula_bytes < 1.01
     assert any("native_dropout" in n and "cuda" in n for n in small.notes())
