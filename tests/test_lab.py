@@ -1,8 +1,10 @@
 """The sigmoid-neuron lab: its logic, and its widget driven without a browser."""
 
+import html
 import re
 
 import pytest
+import torch
 
 import tracekit as tk
 from tracekit.lab import SigmoidNeuron, lab_html
@@ -107,8 +109,8 @@ def test_the_lab_says_it_is_a_teaching_view_not_memory_evidence():
 
 def test_widget_buttons_and_inputs_without_a_browser():
     lab = tk.lab()
-    lab.x.value = 1.0
-    lab.w.value = 2.0
+    lab.x.value = "1"
+    lab.w.value = "2"
     lab.predict_button.click()  # nothing typed: the lab asks for a guess first
     assert "type a prediction first" in lab.view.value and "1.5000" not in lab.view.value
     lab.guess["y"].value = "zero point eight"
@@ -121,17 +123,17 @@ def test_widget_buttons_and_inputs_without_a_browser():
     for _ in range(3):
         lab.step_button.click()
     assert lab.model.position == 3
-    lab.x.value = 0.5  # editing after stepping keeps the step; nothing stale stays on screen
+    lab.x.value = "0.5"  # editing after stepping keeps the step; nothing stale stays on screen
     assert "0.8176" not in lab.view.value and lab.model.position == 3 and lab.play.value == 3
     assert lab.guess["y"].value == "" and "lab-guesses" not in lab.view.value
     lab.play.value = 6  # what the Play timer does, one tick at a time in the browser
     assert lab.model.position == 6 and "y = 0.6225" in lab.view.value
     assert "dy/dx = <span class='lab-dydx'>0.4700</span>" in lab.view.value
     lab.reset_button.click()
-    assert (lab.x.value, lab.w.value, lab.model.ready) == (0.0, 0.0, False)
+    assert (lab.x.value, lab.w.value, lab.model.ready) == ("", "", False)
     assert "set both x and w" in lab.view.value
     bundle = lab._repr_mimebundle_()
-    assert bundle["text/plain"].startswith("x = 0 (not set)")
+    assert bundle["text/plain"].startswith("x = not set, w = not set")
     assert "application/vnd.jupyter.widget-view+json" in bundle
 
 
@@ -145,3 +147,57 @@ def test_the_saved_values_the_current_reverse_step_reads_are_highlighted(steps, 
         m.step()
     hot = re.findall(r"<tr style='background:#ffe08a'><td[^>]*>([^<]*)</td>", lab_html(m))
     assert hot == read
+
+
+def test_zero_is_a_value_you_can_set_and_it_completes_set_both():
+    m = SigmoidNeuron()
+    assert m.enter("x", "0") and m.x_set and not m.ready and "now set w too" in m.message
+    assert m.enter("w", "0") and m.ready
+    assert m.run() and (m.z, m.dydx) == (-0.5, 0.0)  # z = 0·0 − 0.5; dy/dx = w·σ'(z) = 0
+    lab = tk.lab()
+    lab.x.value = "0"  # the box starts empty, so typing the start value 0 is an edit the lab sees
+    lab.w.value = "2"
+    lab.step_button.click()
+    assert lab.model.ready and "z = -0.5000" in lab.view.value
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("", "x is empty"), ("   ", "x is empty"), ("abc", "could not read x 'abc'"), ("1,5", "could not read x '1,5'"),
+    ("nan", "not a finite float32"), ("inf", "not a finite float32"), ("1e39", "not a finite float32")])
+def test_an_input_that_is_not_a_number_is_refused_with_a_reason_and_the_old_value_kept(text, says):
+    m = SigmoidNeuron()
+    m.enter("w", "2")
+    assert m.enter("x", text) is False and says in m.message and "x is still not set" in m.message
+    assert not m.x_set and says in m.text() and says in html.unescape(lab_html(m))
+    m.enter("x", "1")
+    m.step()
+    assert m.enter("x", text) is False and "x is still 1" in m.message
+    assert m.x == 1.0 and m.z == pytest.approx(1.5)  # the run stays ...
+    assert says in html.unescape(lab_html(m))  # ... and the reason shows
+
+
+@pytest.mark.parametrize(("x", "w"), [(-1.0, 2.0), (1.0, -3.0), (-1000.0, 1.0), (1000.0, 1.0), (-2.5, -0.5)])
+def test_negative_and_large_inputs_run_and_the_paper_formula_agrees(x, w):
+    m = SigmoidNeuron()
+    assert m.enter("x", str(x)) and m.enter("w", str(w)) and m.run()
+    z = torch.tensor(w) * torch.tensor(x) - 0.5
+    assert m.z == pytest.approx(z.item()) and m.y == pytest.approx(torch.sigmoid(z).item())
+    assert m.hand_dydx == pytest.approx(m.dydx, abs=1e-6)  # no overflow in the paper formula for z = -1000.5
+    assert "-0.0000" not in m.steps[0].detail
+
+
+def test_an_invalid_guess_after_the_tape_ran_is_answered():
+    lab = tk.lab()
+    lab.x.value, lab.w.value = "1", "2"
+    lab.step_button.click()
+    assert lab.model.z is not None
+    for typed, says in (("abc", "could not read your z 'abc'"), ("inf", "your z = inf is not a finite")):
+        lab.guess["z"].value = typed
+        lab.predict_button.click()
+        assert says in html.unescape(lab.view.value) and "lab-guesses" not in lab.view.value
+    lab.guess["z"].value = ""
+    lab.predict_button.click()
+    assert "type a prediction first" in lab.view.value
+    lab.guess["z"].value = "-1.5"  # a negative guess is a guess
+    lab.predict_button.click()
+    assert ("z", "-1.5", "1.5000", "-3.0000") in _rows(lab.view.value)

@@ -47,9 +47,19 @@ def test_lessons_4_to_9_and_the_tape_define_the_program_they_study(name):
     assert not any(re.search(r"scenarios\.(?!training_setup)\w+\(\"cpu\"\)\s*$", src, re.M) for src in code), name
 
 
-def test_the_lab_lessons_keep_the_teaching_view_caveat():
-    for name in ("01_forward_values", "02_small_trace"):
-        book = _book(ROOT / "notebooks" / f"{name}.ipynb")
+def test_the_lab_appears_once_and_keeps_the_teaching_view_caveat():
+    shown = [p.name for p in LESSONS if any(c.cell_type == "code" and re.search(r"^tk\.lab\(\)\s*$", c.source, re.M)
+                                            for c in _book(p).cells)]
+    assert shown == ["02_small_trace.ipynb"], shown
+    book = _book(ROOT / "notebooks" / "02_small_trace.ipynb")
+    prose = " ".join(c.source for c in book.cells if c.cell_type == "markdown")
+    assert "not memory evidence" in prose and "Predict" in prose
+    assert any("not memory evidence" in o for o in _outputs(book))
+
+
+def test_no_lesson_speaks_of_the_issue_or_prints_library_source():
+    for path in LESSONS:
+        book = _book(path)
         prose = " ".join(c.source for c in book.cells if c.cell_type == "markdown")
-        assert "not memory evidence" in prose and "Predict" in prose, name
-        assert any("not memory evidence" in o for o in _outputs(book)), name
+        assert not re.search(r"\bthe issue\b", prose, re.I), path.name
+        assert not any(len(o.splitlines()) > 25 and "def " in o for o in _outputs(book)), f"{path.name} prints source"

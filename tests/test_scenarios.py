@@ -192,6 +192,7 @@ def test_lessons_show_the_same_source_the_scenarios_run():
 
     root = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
     shown = {
+        "03_storage.ipynb": [sc.shared_views],
         "04_retention.ipynb": [sc.exp_times],
         "05_inplace.ipynb": [sc.overwrite_saved],
         "06_app_references.ipynb": [sc.train_and_log],

@@ -2,6 +2,7 @@
 
 from . import formula, scenarios, transformer  # issue 15: the paper's formula, GPT / Llama blocks
 from .build import build_trace
+from .cost import OpCount, count_ops, cpu_ms
 from .diff import TraceDiff, checkpoint_cache, diff
 from .errors import NestedCaptureError, NoHistoryError, NotATensorError, NotObservableError, TracekitError
 from .exercises import check
@@ -36,7 +37,10 @@ __all__ = [
     "Storage",
     "Trace",
     "TracekitError",
+    "OpCount",
     "build_trace",
+    "count_ops",
+    "cpu_ms",
     "capture",
     "check",
     "compare",

@@ -94,6 +94,28 @@ class FormulaTable:
         """Eager over formula."""
         return self.eager_bytes / self.formula_bytes
 
+    @property
+    def masks(self) -> list[Term]:
+        """The dropout-mask terms."""
+        return [t for t in self.terms if t.name.endswith("dropout mask")]
+
+    @property
+    def eager_bytes_with_byte_masks(self) -> int:
+        """The eager total if every dropout mask kept one byte per element (a bool mask, what CUDA's
+        fused dropout saves and what the paper counts) instead of what this trace's masks keep."""
+        return self.eager_bytes - sum(t.eager_bytes - t.formula_bytes for t in self.masks if t.eager_bytes)
+
+    def notes(self) -> list[str]:
+        """What in this table is specific to the device it was traced on."""
+        wide = sorted({r.dtype for t in self.masks for r in t.residuals if r.dtype != "bool"})
+        if not wide:
+            return []
+        with_bytes = self.eager_bytes_with_byte_masks
+        return [f"dropout masks: on {self.device} F.dropout saves its noise in {', '.join(wide)} (the "
+                f"activation's dtype); on cuda it runs the fused native_dropout, which saves a bool mask "
+                f"(1 B per element, the paper's count). With 1-byte masks eager would be "
+                f"{format_bytes(with_bytes)} ({with_bytes:,} B) = {with_bytes / self.formula_bytes:.3f}× the paper."]
+
     def rows(self) -> list[tuple[str, ...]]:
         """Table rows: each term, each extra storage, and the totals."""
         out = []
@@ -121,12 +143,13 @@ class FormulaTable:
                 f"{format_bytes(self.eager_bytes)} ({self.eager_bytes:,} B) = {self.ratio:.3f}× the paper")
 
     def __str__(self) -> str:
-        return f"{self.headline()}\n{self.table()}"
+        return "\n".join([self.headline(), *(f"note: {n}" for n in self.notes()), str(self.table())])
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        return f"<p>{html.escape(self.headline())}</p>{self.table()._repr_html_()}"
+        notes = "".join(f"<p><i>note: {html.escape(n)}</i></p>" for n in self.notes())
+        return f"<p>{html.escape(self.headline())}</p>{notes}{self.table()._repr_html_()}"
 
 
 def _shape(r: Residual) -> str:

@@ -48,7 +48,8 @@ def user_frame(depth: int = 2) -> FrameType | None:
 
 
 def where(frame: FrameType | None) -> str | None:
-    """`file.py:12`; in a notebook cell `cell:12` (the kernel's file names change every run)."""
+    """`file.py:12`; in a notebook cell `cell [3] line 12`, with the cell's execution count as the
+    student sees it (`cell line 12` where IPython does not know it; kernel file names change every run)."""
     if frame is None:
         return None
     name = frame.f_code.co_filename
@@ -56,7 +57,19 @@ def where(frame: FrameType | None) -> str | None:
     if label is None:
         cell = _NOTEBOOK_CELL.search(name) or name.startswith("<ipython-input")
         label = _LABEL[name] = "cell" if cell else os.path.basename(name)
+    if label == "cell":
+        count = _execution_count(name)
+        return f"cell [{count}] line {frame.f_lineno}" if count is not None else f"cell line {frame.f_lineno}"
     return f"{label}:{frame.f_lineno}"
+
+
+def _execution_count(filename: str) -> int | None:
+    """The In[n] number IPython gave the cell compiled as `filename` (its latest run), if known."""
+    shell = sys.modules.get("IPython")
+    shell = shell.get_ipython() if shell is not None and hasattr(shell, "get_ipython") else None
+    numbers = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    count = numbers.get(filename) if isinstance(numbers, dict) else None
+    return count if isinstance(count, int) else None
 
 
 def caller_names() -> Names:

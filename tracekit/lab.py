@@ -3,7 +3,9 @@
 `SigmoidNeuron` is the logic (no widgets, unit-tested directly); `SigmoidLab` puts it
 behind ipywidgets: inputs x and w, boxes for the student's predictions of z, y and dy/dx,
 buttons Reset / Predict / Step and a Play timer. Predict asks first: it compares what the
-student typed with the tape's values. Editing x or w keeps the current step.
+student typed with the tape's values. Editing x or w keeps the current step. Every entry gets
+an answer (`enter`, `predict_text`): 0 and negative numbers are values, anything that is not a
+finite float32 number is refused with the reason and the value kept.
 
 The lab is a teaching view of one tiny graph, not memory evidence (see CAVEAT).
 """
@@ -27,6 +29,29 @@ CAVEAT = ("A teaching view, not memory evidence: one neuron of 4-byte scalars. I
           "value each reverse rule reads; Step and Play replay the recorded run, they do not measure "
           "memory. Memory evidence is storages and the allocator (lessons 3, 4 and 9).")
 GUESSES = ("z", "y", "dy/dx")
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)  # the tape runs in float32
+
+
+def read_number(name: str, text: str) -> tuple[float | None, str]:
+    """A typed value as a finite float32-sized number, or None and a message that says what is wrong."""
+    text = text.strip()
+    if not text:
+        return None, f"{name} is empty: type a number (0 and negative numbers are fine)"
+    try:
+        value = float(text)
+    except ValueError:
+        return None, f"could not read {name} {text!r} as a number"
+    if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
+        return None, f"{name} = {text} is not a finite float32 number: type a number between ±3.4e38"
+    return value, ""
+
+
+def _sigmoid(z: float) -> float:
+    """σ(z) without overflow for large |z|."""
+    if z >= 0:
+        return 1 / (1 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1 + e)
 
 
 @dataclass(frozen=True)
@@ -78,6 +103,44 @@ class SigmoidNeuron:
         self.w, self.w_set = float(value), True
         self._edited()
 
+    def enter(self, name: str, text: str) -> bool:
+        """What typing `text` into the x or w box does: set it (any finite number, 0 and negatives
+        included) and say so, or keep the old value and say what is wrong; False if not set."""
+        value, problem = read_number(name, text)
+        if value is None:
+            self.message = f"{problem}; {name} is still {self._shown(name)}"
+            return False
+        (self.set_x if name == "x" else self.set_w)(value)
+        missing = [k for k, done in (("x", self.x_set), ("w", self.w_set)) if not done]
+        if missing:
+            self.message = f"{name} = {value:g} set; now set {missing[0]} too"
+        elif not self.steps:
+            self.message = (f"{name} = {value:g} set; x = {self.x:g}, w = {self.w:g}: type your predictions "
+                            "of z and y (dy/dx too if you like), then Predict; or Step")
+        else:
+            self.message = f"{name} = {value:g} set: the tape reran at the same step"
+        return True
+
+    def _shown(self, name: str) -> str:
+        value, done = (self.x, self.x_set) if name == "x" else (self.w, self.w_set)
+        return f"{value:g}" if done else "not set"
+
+    def predict_text(self, **typed: str) -> bool:
+        """What Predict does with the boxes' text (keys z, y, dydx): every box that is not a number
+        is named in the message; False if nothing was compared."""
+        values: dict[str, float | None] = {}
+        for key, text in typed.items():
+            label = "dy/dx" if key == "dydx" else key
+            if not text.strip():
+                values[key] = None
+                continue
+            value, problem = read_number(f"your {label}", text)
+            if value is None:
+                self.message = problem + "; nothing was compared"
+                return False
+            values[key] = value
+        return self.predict(values.get("z"), values.get("y"), values.get("dydx"))
+
     @property
     def ready(self) -> bool:
         """True once both x and w were set since the last reset."""
@@ -88,7 +151,7 @@ class SigmoidNeuron:
         """The paper formula dy/dx = w·σ(z)·(1 − σ(z)), from the real z."""
         if self.z is None:
             return None
-        s = 1 / (1 + math.exp(-self.z))
+        s = _sigmoid(self.z)
         return self.w * s * (1 - s)
 
     def predict(self, z: float | None = None, y: float | None = None, dydx: float | None = None) -> bool:
@@ -100,11 +163,14 @@ class SigmoidNeuron:
         if not guesses:
             self.message = "type a prediction first (z, y or dy/dx), then press Predict"
             return False
+        bad = [k for k, g in guesses.items() if not math.isfinite(g)]
+        if bad:
+            self.message = f"your {bad[0]} is not a finite number; nothing was compared"
+            return False
         if not self.steps:
             self.run()
         self.guesses = guesses
-        self.message = "; ".join(f"{k}: you {g:g}, tape {t:.4f}, off by {abs(g - t):.4f}"
-                                 for k, g, t, _ in self.comparison())
+        self.message = f"your {', '.join(guesses)} compared with the tape's values below"
         return True
 
     def comparison(self) -> list[tuple[str, float, float, float]]:
@@ -130,7 +196,7 @@ class SigmoidNeuron:
         self.dydx, self.dydw = x.grad.item(), w.grad.item()
         names = {"self": "w", "other": "x"}  # w * x: PyTorch calls w `self` and x `other`
         self.steps = [
-            LabStep("forward", "#0 mul", f"w·x = {self.w:g}·{self.x:g} = {wx.item():.4f}"),
+            LabStep("forward", "#0 mul", f"w·x = {self.w:g}·{self.x:g} = {wx.item() + 0.0:.4f}"),
             LabStep("forward", "#1 sub", f"z = w·x − 0.5 = {self.z:.4f}"),
             LabStep("forward", "#2 sigmoid", f"y = σ(z) = {self.y:.4f}"),
         ]
@@ -147,7 +213,7 @@ class SigmoidNeuron:
                 detail = "reads no saved value: the gradient passes through unchanged"
             self.steps.append(LabStep("reverse", f"step {step.index} · {step.node.name}", detail,
                                       tuple(r.slot for r in used)))
-        self.message = f"z = {self.z:.4f}, y = {self.y:.4f}"
+        self.message = "the tape ran: Step (or Play) through its forward ops and reverse rules"
         return True
 
     def step(self) -> LabStep | None:
@@ -160,10 +226,8 @@ class SigmoidNeuron:
 
     def text(self) -> str:
         """What the lab shows, as plain text."""
-        unset = " (not set)"
-        lines = [f"x = {self.x:g}{'' if self.x_set else unset}, w = {self.w:g}{'' if self.w_set else unset}"]
+        lines = [f"x = {self._shown('x')}, w = {self._shown('w')}", self.message]
         if self.z is None:
-            lines.append(self.message)
             lines.append(CAVEAT)
             return "\n".join(lines)
         for k, g, t, d in self.comparison():
@@ -185,8 +249,11 @@ class SigmoidLab:
         import ipywidgets as widgets
 
         self.model = SigmoidNeuron()
-        self.x = widgets.FloatText(value=START_X, description="x", layout=widgets.Layout(width="160px"))
-        self.w = widgets.FloatText(value=START_W, description="w", layout=widgets.Layout(width="160px"))
+        # Text, not FloatText: a number box drops what it cannot parse and never reports typing the
+        # value it already holds (0), so every entry (Enter or leaving the box) reaches enter()
+        box = widgets.Layout(width="160px")
+        self.x = widgets.Text(value="", placeholder="type x", description="x", continuous_update=False, layout=box)
+        self.w = widgets.Text(value="", placeholder="type w", description="w", continuous_update=False, layout=box)
         small = widgets.Layout(width="150px")
         self.guess = {k: widgets.Text(value="", placeholder="?", description=f"your {k}", layout=small)
                       for k in GUESSES}
@@ -210,14 +277,18 @@ class SigmoidLab:
 
     # events -----------------------------------------------------------------------------
     def _on_x(self, change: dict) -> None:
-        if not self._syncing:
-            self.model.set_x(change["new"])
-            self._edited()
+        self._entered("x", change["new"])
 
     def _on_w(self, change: dict) -> None:
-        if not self._syncing:
-            self.model.set_w(change["new"])
+        self._entered("w", change["new"])
+
+    def _entered(self, name: str, text: str) -> None:
+        if self._syncing:
+            return
+        if self.model.enter(name, text):
             self._edited()
+        else:
+            self._render()
 
     def _edited(self) -> None:
         """An input changed: the model kept its step; the old guesses no longer apply."""
@@ -235,10 +306,10 @@ class SigmoidLab:
         self._syncing = False
 
     def reset(self) -> None:
-        """Back to the fixed start (x = w = 0, neither set)."""
+        """Back to the fixed start: empty boxes, neither x nor w set."""
         self.model.reset()
         self._syncing = True
-        self.x.value, self.w.value = START_X, START_W
+        self.x.value = self.w.value = ""
         for box in self.guess.values():
             box.value = ""
         self._syncing = False
@@ -246,16 +317,7 @@ class SigmoidLab:
         self._render()
 
     def _predict(self) -> None:
-        values: dict[str, float | None] = {}
-        for k, box in self.guess.items():
-            text = box.value.strip()
-            try:
-                values[k] = float(text) if text else None
-            except ValueError:
-                self.model.message = f"could not read your {k} {text!r} as a number"
-                self._render()
-                return
-        self.model.predict(values["z"], values["y"], values["dy/dx"])
+        self.model.predict_text(z=self.guess["z"].value, y=self.guess["y"].value, dydx=self.guess["dy/dx"].value)
         self._render()
 
     def _step(self) -> None:
@@ -267,6 +329,7 @@ class SigmoidLab:
             return
         target = change["new"]
         if not self.model.steps and not self.model.run():
+            self._restart_play()  # nothing to play yet: the message says what is missing
             self._render()
             return
         self.play.max = len(self.model.steps)
@@ -292,8 +355,9 @@ def lab_html(m: SigmoidNeuron) -> str:
     e = html.escape
     parts = ["<div class='tracekit-lab-view' style='font-family:sans-serif;font-size:13px'>"]
     caveat = f"<p class='lab-caveat' style='color:#555'><i>{e(CAVEAT)}</i></p>"
+    parts.append(f"<p class='lab-message'>{e(m.message)}</p>")
     if m.z is None:
-        parts.append(f"<p class='lab-message'>{e(m.message)}</p>{caveat}</div>")
+        parts.append(f"{caveat}</div>")
         return "".join(parts)
     if m.comparison():
         guesses = [(k, f"{g:g}", f"{t:.4f}", f"{d:+.4f}") for k, g, t, d in m.comparison()]

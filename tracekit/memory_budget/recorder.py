@@ -9,6 +9,7 @@ import inspect
 import os
 import sys
 import sysconfig
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -187,17 +188,25 @@ class _Recorder(TorchFunctionMode):
         return out
 
     def _static_refs(self) -> list[Any]:
-        """What the step function itself holds: its closure cells and the globals it names."""
-        fn = self.step
-        code = getattr(fn, "__code__", None)
+        """What the step function holds: its closure cells and the globals it names, and the same
+        for every Python function among those (`step=lambda: step(False)` reaches step's batch)."""
         found: list[Any] = []
-        for cell in getattr(fn, "__closure__", None) or ():
-            with contextlib.suppress(ValueError):
-                found.append(cell.cell_contents)
-        scope = getattr(fn, "__globals__", {})
-        if code is not None:
-            found.extend(scope[n] for n in code.co_names if n in scope)
-        return [v for v in found if not isinstance(v, (torch.nn.Module, torch.optim.Optimizer))]
+        todo, seen = [self.step], set()
+        while todo:
+            fn = todo.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            held: list[Any] = []
+            for cell in getattr(fn, "__closure__", None) or ():
+                with contextlib.suppress(ValueError):
+                    held.append(cell.cell_contents)
+            code, scope = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
+            if code is not None:
+                held.extend(scope[n] for n in code.co_names if n in scope)
+            found.extend(held)
+            todo.extend(v for v in held if isinstance(v, types.FunctionType))
+        return [v for v in found if not isinstance(v, (torch.nn.Module, torch.optim.Optimizer, types.FunctionType))]
 
     def _frame_tensors(self) -> list[torch.Tensor]:
         """Tensors in the local variables of the caller's frames now running (the step and user code)."""

@@ -19,7 +19,20 @@ from .common import N
 from .create_graph import create_graph
 from .inplace import inplace, overwrite_saved
 from .offload import offload
-from .programs import BATCH, DEPTH, MODEL, SEGMENT, WIDTH, block, exp_times, mlp_inputs, mlp_loss, save_matmuls, segment
+from .programs import (
+    BATCH,
+    DEPTH,
+    MODEL,
+    SEGMENT,
+    WIDTH,
+    block,
+    exp_times,
+    mlp_inputs,
+    mlp_loss,
+    save_matmuls,
+    segment,
+    shared_views,
+)
 from .recompute import recompute
 from .repeated_backward import repeated_backward
 from .retain_graph import retain_graph
@@ -62,6 +75,6 @@ def source(name: str) -> str:
 __all__ = [
     "BATCH", "DEPTH", "ITERATIONS", "KEEPS", "MODEL", "N", "REGISTRY", "SEGMENT", "WIDTH", "Scenario",
     "app_references", "block", "create_graph", "exp_times", "inplace", "mlp_inputs", "mlp_loss", "offload",
-    "overwrite_saved", "recompute", "repeated_backward", "retain_graph", "save_matmuls", "segment", "source",
-    "storage_evidence", "train_and_log", "training_setup",
+    "overwrite_saved", "recompute", "repeated_backward", "retain_graph", "save_matmuls", "segment", "shared_views",
+    "source", "storage_evidence", "train_and_log", "training_setup",
 ]

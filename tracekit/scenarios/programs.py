@@ -1,5 +1,5 @@
 """The small programs the lessons show as editable source and several scenarios run: lesson 4's
-exp_times, and the tanh(h @ W) blocks of lessons 7 and 8 with their checkpointing."""
+exp_times, lesson 3's shared_views, and the tanh(h @ W) blocks of lessons 7 and 8 with their checkpointing."""
 
 from __future__ import annotations
 
@@ -26,6 +26,13 @@ def exp_times(a: torch.Tensor) -> torch.Tensor:
     """Lesson 4's program: y = sum(exp(a) * a)."""
     e = a.exp()  # exp's rule reads its output e
     return (e * a).sum()  # mul's rule reads e (for a's gradient) and a (for e's)
+
+
+def shared_views(a: torch.Tensor) -> torch.Tensor:
+    """Lesson 3's program: one allocation h, saved by two multiplications as four views."""
+    h = a * 2  # one allocation ...
+    half = h.shape[0] // 2
+    return (h[:half] * h[half:]).sum() + (h[::2] * h[1::2]).sum()  # ... saved as four views
 
 
 def block(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ from ..render.figures import KIB, figure_and_axes
 from ..results import ScenarioResult
 from ..storage import allocated_bytes, format_bytes, format_exact
 from .common import N, predicted
+from .programs import shared_views
 
 USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
 
@@ -20,12 +21,6 @@ def _slice_of_big(w: torch.Tensor) -> torch.Tensor:
     big = torch.randn(1024, 1024, device=w.device)  # 4 MiB, reachable afterwards only through the graph
     piece = big[0, :5]  # a 20-byte view
     return (piece * w).sum()  # mul saves `piece` for w's gradient
-
-
-def _shared_views(a: torch.Tensor) -> torch.Tensor:
-    h = a * 2  # one allocation ...
-    half = h.shape[0] // 2
-    return (h[:half] * h[half:]).sum() + (h[::2] * h[1::2]).sum()  # ... saved as four views
 
 
 def storage_evidence(device: str = "cpu") -> ScenarioResult:
@@ -43,7 +38,7 @@ def storage_evidence(device: str = "cpu") -> ScenarioResult:
     m_slice = probe.result
     a = torch.randn(N, device=dev, requires_grad=True)
     with measure(dev) as probe:
-        z = _shared_views(a)
+        z = shared_views(a)
         probe.mark("views: after forward")
         tr_views = trace(z)
         views_predicted = predicted(tr_views.graph_owned_storages(), d) + allocated_bytes(z.nbytes, d)

@@ -1,0 +1,35 @@
+"""Source labels name a notebook cell as the student sees it: `cell [3] line 5`, not `cell:5`."""
+
+import pytest
+
+import tracekit as tk
+from tracekit.frames import where
+
+
+def test_a_file_keeps_file_and_line():
+    import torch
+
+    x = torch.ones(2, requires_grad=True)
+    with tk.capture() as cap:
+        y = x.exp()
+    assert cap.trace(y).nodes[0].source.startswith("test_source_labels.py:")
+
+
+def test_a_cell_is_named_by_its_execution_count_and_line():
+    shell_module = pytest.importorskip("IPython.core.interactiveshell")
+    shell = shell_module.InteractiveShell.instance()
+    try:
+        shell.run_cell("import torch, tracekit as tk", store_history=True)
+        shell.run_cell("def f(a):\n    return a.exp()", store_history=True)  # defined in one cell ...
+        count = shell.execution_count
+        shell.run_cell("x = torch.ones(2, requires_grad=True)\nwith tk.capture() as cap:\n    y = f(x)\n"
+                       "src = cap.trace(y).nodes[0].source", store_history=True)  # ... run in the next
+        assert shell.user_ns["src"] == f"cell [{count - 1}] line 2"  # the cell that holds the line
+        shell.run_cell("import sys\nlabel = tk.frames.where(sys._getframe())", store_history=True)
+        assert shell.user_ns["label"] == f"cell [{count + 1}] line 2"
+    finally:
+        shell_module.InteractiveShell.clear_instance()
+
+
+def test_without_a_frame_there_is_no_label():
+    assert where(None) is None
