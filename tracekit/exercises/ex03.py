@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from .base import AnswerError, Exercise, Question, lesson_link, student, values_probe
+from .base import AnswerError, Exercise, Question, lesson_link, plain, student, values_probe
 
 LESSON = "03_storage"
 DTYPES = ("float32", "float64")
@@ -29,15 +29,26 @@ def _call(fn: object, case: dict) -> object:
     return student(fn, **{k: getattr(torch, v) if k == "dtype" else v for k, v in case.items()})
 
 
+def _int(value: object) -> int:
+    """A whole number of any standard kind (int, numpy integer, 0-dim tensor, a float with no
+    fraction such as 800.0) as an int."""
+    number = plain(value) if not isinstance(value, list) else value
+    if type(number) is float and number.is_integer():
+        return int(number)
+    if type(number) is not int:
+        raise AnswerError(f"return whole numbers of bytes (got {type(value).__name__})")
+    return number
+
+
 def _ints(got: object) -> int | list[int]:
-    """An int, or a list of ints (a tuple or a small tensor of them is read as one)."""
-    if isinstance(got, torch.Tensor) and got.numel() <= 2:
+    """An int, or a list of ints (a tuple, a small tensor or array of them is read as one)."""
+    if isinstance(got, torch.Tensor) and got.dim() > 0 and got.numel() <= 2:
         got = got.tolist()
-    if isinstance(got, tuple):
-        got = list(got)
-    if not (type(got) is int or (type(got) is list and all(type(v) is int for v in got))):
-        raise AnswerError(f"return plain ints (got {type(got).__name__})")
-    return got
+    if hasattr(got, "tolist") and getattr(got, "ndim", 0) == 1:
+        got = got.tolist()
+    if isinstance(got, tuple | list):
+        return [_int(v) for v in got]
+    return _int(got)
 
 
 _call_probe = values_probe("", _call, _ints)  # the function is named in the question

@@ -69,12 +69,16 @@ EXERCISE = Exercise(
                      "torch.nn.functional.cross_entropy)` with the most bytes at the peak, exactly as the "
                      "budget table writes it (`parameters`, `gradients`, `optimizer state`, `saved activations`, "
                      "`application references`, `temporary workspaces`). Estimate from sizes (parameters × 4 B, "
-                     "batch × width × 4 B per saved activation); you may check one with tk.budget.")),
+                     "batch × width × 4 B per saved activation; the input batch `x` you hold yourself counts as "
+                     "`application references`, even though the first layer also saves it); you may check one "
+                     "with tk.budget.")),
         Question("q2", 2, "adam_state_bytes(model): bytes of Adam's state after its first step",
                  "adam_state_bytes", probe=_probe, draw=_draw_models, kind="code", details=(
                      "`model` is a stack of `torch.nn.Linear` layers (with or without bias) in float32 or "
                      "float64. Return, as an int, the bytes of every tensor in `torch.optim.Adam(model."
-                     "parameters()).state` after one `step()` with default options. Work it out from the "
+                     "parameters()).state` after one `step()` with default options (PyTorch keeps each parameter's "
+                     "`step` count as a one-element float32 tensor, whatever the parameter's dtype). Work it out "
+                     "from the "
                      "model's parameters (what Adam keeps per parameter); running Adam on a copy and counting "
                      "also gives the number, and the checker cannot tell the two apart, so it does not try. "
                      "Each check calls it on three drawn models. "

@@ -1,5 +1,6 @@
-# expect: q1=full q2=full q3=less
+# expect: q1=full q2=full q3=full
 # why: q1 lists P6's cos before exp (allowed there), but q3 then numbers the steps by that guessed order (exp freed after 3) instead of the order backward really runs; every other program right
+# prompt revised after this variant was written: q3 now accepts the steps of any valid order (the writer's reading, 'less', was right for the old prompt)
 
 # %%
 import torch  # noqa: F401 - for your answers

@@ -1,5 +1,6 @@
-# expect: q1=full q2=zero
+# expect: q1=full q2=full
 # why: computes the right number by running torch.optim.Adam on a deep copy and summing its state, which the prompt forbids ('without running an optimizer')
+# prompt revised after this variant was written: running Adam on a copy is allowed (it cannot be told apart from outside); the writer's 'zero' was right for the old prompt
 
 # %%
 import torch  # noqa: F401 - for your answers
