@@ -164,6 +164,30 @@ def _stale_answers(exercise: Exercise) -> dict[str, str]:
     return found
 
 
+SELF_CHECK_SECONDS = 120  # a self-check probe that runs longer is an answer that does not end
+
+
+def _time_limited(probe: Any, seconds: float) -> dict:
+    """Run a probe with a wall-clock limit where a timer can interrupt it (the main thread, no timer
+    set already); an answer that runs longer is reported as such."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0]:
+        return probe()
+
+    def stop(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"your answer ran longer than {seconds:g} s")
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return probe()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def _self_measure(exercise: Exercise, namespace: dict[str, Any], inputs: dict[str, dict]) -> dict[str, dict]:
     """In the student's kernel: each measured workload at its self-check size, with the peak bytes
     of the storages it creates (the grader measures the same workload outside the kernel)."""
@@ -193,7 +217,8 @@ def check(exercise_id: str, namespace: dict[str, Any] | None = None, seed: int |
         return CheckReport(exercise.id, exercise.title, [], exercise.max_score,
                            "The self-check does not run here: this notebook is being graded.")
     inputs = draw_inputs(exercise, seed)
-    observations = probe_all(exercise, namespace, inputs)
+    observations = {q.name: _time_limited(lambda q=q: probe_one(q, namespace, inputs[q.name]), SELF_CHECK_SECONDS)
+                    for q in exercise.questions}
     for name, why in _stale_answers(exercise).items():
         observations[name] = {"missing": why}
     results = judge_all(exercise, observations, inputs, _self_measure(exercise, namespace, inputs))
