@@ -62,3 +62,7 @@ class IsolationError(TracekitError, RuntimeError):
 
 class AutograderError(TracekitError, RuntimeError):
     """The autograder bundle cannot be built here (for example: not a source checkout of tracekit)."""
+
+
+class CourseError(TracekitError):
+    """The course cannot be copied or opened there (a file in the way, no permission, no course found)."""

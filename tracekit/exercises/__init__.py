@@ -106,8 +106,9 @@ def check(exercise_id: str, namespace: dict[str, Any] | None = None, seed: int |
         namespace = sys._getframe(1).f_globals
     inputs = draw_inputs(exercise, seed)
     results = judge_all(exercise, probe_all(exercise, namespace, inputs), inputs)
-    print(score_text(exercise.id, exercise.title, sum(r["score"] for r in results), exercise.max_score, results))
-    return results
+    from .report import CheckReport, deliver  # one report: the notebook shows the value, a script prints it
+
+    return deliver(CheckReport(exercise.id, exercise.title, exercise.max_score, results))
 
 
 def score_text(exercise_id: str, title: str, score: float, max_score: float, questions: list[dict]) -> str:
