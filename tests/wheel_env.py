@@ -48,17 +48,30 @@ def make_venv(folder: Path, wheel: Path) -> Path:
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
     Path(purelib, "zz-reuse-test-env.pth").write_text("\n".join(_reused_site_packages()) + "\n")
-    for part in ("share/jupyter", "etc/jupyter"):  # what the reused packages installed as data files
-        here = Path(sys.prefix) / part
-        if here.is_dir():
-            (folder / part).parent.mkdir(parents=True, exist_ok=True)
-            (folder / part).symlink_to(here)
+    for site_dir in _reused_site_packages():  # what the reused packages installed as data files
+        prefix = Path(site_dir).parents[2]  # PREFIX/lib/pythonX.Y/site-packages
+        for part in ("share/jupyter", "etc/jupyter"):
+            _link_tree(prefix / part, folder / part)
     # --ignore-installed: the checkout's own (editable) tracekit, seen through the reused folder, must
     # not stand in for the wheel
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed",
                     "--disable-pip-version-check", str(wheel)], check=True, capture_output=True, text=True,
                    env=clean_env(folder / "home-install"))
     return python
+
+
+def _link_tree(source: Path, target: Path, depth: int = 3) -> None:
+    """Link what `source` holds into `target`, merging folders that several prefixes share
+    (etc/jupyter/jupyter_server_config.d); the first prefix's entry wins."""
+    if not source.is_dir():
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in source.iterdir():
+        there = target / entry.name
+        if entry.is_dir() and depth > 1 and (there.is_dir() and not there.is_symlink() or not there.exists()):
+            _link_tree(entry, there, depth - 1)
+        elif not there.exists() and not there.is_symlink():
+            there.symlink_to(entry)
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
