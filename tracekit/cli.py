@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         "autograder", help="write a Gradescope autograder zip (setup.sh, run_autograder, the tracekit wheel)",
         description="Write a zip that follows Gradescope's autograder specification: setup.sh installs the pinned "
         "CPU torch and this tracekit (its wheel is inside), run_autograder grades /autograder/submission/ offline "
-        "into /autograder/results/results.json. Run from a source checkout.",
+        "into /autograder/results/results.json. Works from a source checkout or an install (with setuptools).",
     )
     autograder.add_argument("--out", required=True, help="the zip to write, e.g. autograder.zip")
     autograder.add_argument("--exercises", help="the exercises this assignment grades, e.g. ex01,ex03 (default: all)")
@@ -251,6 +251,10 @@ def _grades(results: list[str], out: str) -> int:
 def _autograder(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from pathlib import Path
 
+    package = Path(__file__).resolve().parent
+    if not (package.parent / "pyproject.toml").is_file():  # an install: rebuild from a source tree of it
+        return _autograder_from_install(args)
+
     from .errors import TracekitError
     from .grading.autograder import BundleOptions, build, parse_exercises
 
@@ -267,6 +271,31 @@ def _autograder(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         return 2
     print(f"wrote {out} (exercises {', '.join(exercises)}): upload it as the assignment's autograder on Gradescope")
     return 0
+
+
+def _autograder_from_install(args: argparse.Namespace) -> int:
+    """`tracekit autograder` from an install: the bundle's wheel is built from a source tree of this
+    install (tracekit/course.py:package_source), by the same command run from that tree."""
+    import importlib.util
+    import os
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from .course import package_source
+    from .errors import CourseError
+
+    if importlib.util.find_spec("setuptools") is None:
+        raise CourseError(f"building the bundle's wheel needs setuptools: run `{sys.executable} -m pip install "
+                          "setuptools`")
+    with tempfile.TemporaryDirectory(prefix="tracekit-source-") as tmp:
+        source = package_source(Path(tmp))
+        command = [sys.executable, "-m", "tracekit", "autograder", "--out", str(Path(args.out).absolute()),
+                   "--timeout", str(args.timeout), "--memory", str(args.memory)]
+        if args.exercises:
+            command += ["--exercises", args.exercises]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")])}
+        return subprocess.run(command, env=env, cwd=source).returncode
 
 
 def _demo(x_value: float, w_value: float, b_value: float, out: str) -> int:

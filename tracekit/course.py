@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +122,21 @@ def copy_course(folder: Path) -> CourseCopy:
     except OSError as err:
         raise CourseError(f"cannot write the course into {folder}: {err.strerror or err}") from None
     return done
+
+
+def package_source(dest: Path) -> Path:
+    """A source tree of this installed tracekit in `dest` (pyproject.toml, README.md, tracekit/), made
+    from the install and the build files its wheel carries: what the autograder bundle rebuilds its
+    wheel from. Returns `dest`."""
+    shipped = PACKAGE / "_course" / "source"
+    if not all((shipped / name).is_file() for name in ("pyproject.toml", "README.md")):
+        raise CourseError(f"this tracekit ({PACKAGE}) carries no build files: run from a source checkout "
+                          "or install tracekit from its wheel")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(shipped / name, dest / name)
+    shutil.copytree(PACKAGE, dest / "tracekit", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_course"))
+    return dest
 
 
 def has_course(folder: Path) -> bool:
