@@ -90,12 +90,13 @@ async def run_cells(ws_url: str, token: str, cells: list[str], timeout: float = 
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory, wheel_venv):
+def hub(tmp_path_factory, request):
     proxy = find_proxy()
     if proxy is None:
         pytest.skip("configurable-http-proxy not installed (npm install configurable-http-proxy)")
     pytest.importorskip("jupyterhub")
-    python = str(wheel_venv["python"])  # the single-user servers and their kernels: the wheel's venv
+    # the single-user servers and their kernels run in the wheel's venv
+    python = str(request.getfixturevalue("wheel_venv")["python"])
     root = tmp_path_factory.mktemp("hub")
     marker = f"tracekit-hub-{secrets.token_hex(4)}"
     (root / marker).mkdir()  # every process the hub starts runs with this folder in its command line

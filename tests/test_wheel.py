@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from servers import free_port, processes_under, wait_http
 from test_course import BAD_INPUTS, bad_input_folder
-from wheel_env import ROOT, clean_env
+from wheel_env import ROOT, clean_env, make_venv, without
 
 from tracekit.serve import _start_time, descendants
 
@@ -73,6 +73,16 @@ def test_every_bad_path_is_one_line_from_the_wheel(wheel_venv, tmp_path):
         assert done.returncode == 2, (case, done.stdout, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, (case, done.stderr)
         assert all(w in done.stderr for w in words), (case, done.stderr)
+
+
+def test_lab_without_jupyterlab_says_what_to_install(wheel_venv, tmp_path):
+    """A venv where JupyterLab is not installed: `tracekit lab` says, in one line, what to run."""
+    python = make_venv(tmp_path / "venv", wheel_venv["wheel"], reuse=without(("jupyterlab",), tmp_path / "site"))
+    home = tmp_path / "home"
+    done = subprocess.run([str(python.parent / "tracekit"), "lab", "c"], capture_output=True, text=True, cwd=home,
+                          env=clean_env(home), timeout=300)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert f"JupyterLab is not installed for {python}: run `{python} -m pip install jupyterlab`" in done.stderr
 
 
 def test_autograder_bundle_from_the_wheel(wheel_venv, tmp_path):

@@ -41,13 +41,25 @@ def _reused_site_packages() -> list[str]:
     return list(dict.fromkeys(p for p in found if Path(p).is_dir()))
 
 
-def make_venv(folder: Path, wheel: Path) -> Path:
+def without(names: tuple[str, ...], folder: Path) -> list[str]:
+    """The reused site-packages as one folder of links that leaves out the distributions `names`
+    (their packages and .dist-info): an environment where they are not installed."""
+    folder.mkdir(parents=True)
+    for site_dir in _reused_site_packages():
+        for entry in Path(site_dir).iterdir():
+            stem = entry.name.lower().replace("-", "_")
+            if not stem.startswith(names) and not (folder / entry.name).exists():
+                (folder / entry.name).symlink_to(entry)
+    return [str(folder)]
+
+
+def make_venv(folder: Path, wheel: Path, reuse: list[str] | None = None) -> Path:
     """A new venv at `folder` with `wheel` installed (no other dependency installed); its python."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
     python = folder / "bin" / "python"
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
-    Path(purelib, "zz-reuse-test-env.pth").write_text("\n".join(_reused_site_packages()) + "\n")
+    Path(purelib, "zz-reuse-test-env.pth").write_text("\n".join(reuse or _reused_site_packages()) + "\n")
     for site_dir in _reused_site_packages():  # what the reused packages installed as data files
         prefix = Path(site_dir).parents[2]  # PREFIX/lib/pythonX.Y/site-packages
         for part in ("share/jupyter", "etc/jupyter"):
