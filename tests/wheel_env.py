@@ -60,10 +60,9 @@ def make_venv(folder: Path, wheel: Path, reuse: list[str] | None = None) -> Path
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
     Path(purelib, "zz-reuse-test-env.pth").write_text("\n".join(reuse or _reused_site_packages()) + "\n")
-    for site_dir in _reused_site_packages():  # what the reused packages installed as data files
-        prefix = Path(site_dir).parents[2]  # PREFIX/lib/pythonX.Y/site-packages
-        for part in ("share/jupyter", "etc/jupyter"):
-            _link_tree(prefix / part, folder / part)
+    prefixes = dict.fromkeys(Path(p).parents[2] for p in _reused_site_packages())  # PREFIX/lib/pythonX.Y/site-packages
+    for part in ("share/jupyter", "etc/jupyter"):  # what the reused packages installed as data files
+        _link_tree([prefix / part for prefix in prefixes], folder / part)
     # --ignore-installed: the checkout's own (editable) tracekit, seen through the reused folder, must
     # not stand in for the wheel
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed",
@@ -72,18 +71,20 @@ def make_venv(folder: Path, wheel: Path, reuse: list[str] | None = None) -> Path
     return python
 
 
-def _link_tree(source: Path, target: Path, depth: int = 3) -> None:
-    """Link what `source` holds into `target`, merging folders that several prefixes share
-    (etc/jupyter/jupyter_server_config.d); the first prefix's entry wins."""
-    if not source.is_dir():
+def _link_tree(sources: list[Path], target: Path) -> None:
+    """Link into `target` what the `sources` folders hold: a folder only one of them has is linked
+    whole (Jupyter serves static files only from under the linked folder's real path); folders several
+    have (etc/jupyter/jupyter_server_config.d) are merged, the first source's entry winning."""
+    sources = [s for s in sources if s.exists()]
+    if not sources or target.exists() or target.is_symlink():
         return
-    target.mkdir(parents=True, exist_ok=True)
-    for entry in source.iterdir():
-        there = target / entry.name
-        if entry.is_dir() and depth > 1 and (there.is_dir() and not there.is_symlink() or not there.exists()):
-            _link_tree(entry, there, depth - 1)
-        elif not there.exists() and not there.is_symlink():
-            there.symlink_to(entry)
+    if len(sources) == 1 or not all(s.is_dir() for s in sources):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(sources[0])
+        return
+    target.mkdir(parents=True)
+    for name in dict.fromkeys(entry.name for s in sources for entry in s.iterdir()):
+        _link_tree([s / name for s in sources], target / name)
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 GRACE_S = 20.0  # how long Jupyter gets to shut its kernels down before they are ended
+POLL_S = 1.0  # how often the process tree is noted while JupyterLab runs
 
 
 def _start_time(pid: int) -> str | None:
@@ -78,7 +79,7 @@ def run_until_stopped(command: list[str], grace: float = GRACE_S) -> int:
         while process.poll() is None and not stopping:
             known.update(descendants(process.pid))
             with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(0.5)
+                process.wait(POLL_S)
         if stopping:
             known.update(descendants(process.pid))
             with contextlib.suppress(ProcessLookupError):
