@@ -15,8 +15,9 @@ PACKAGE = Path(tracekit.__file__).parent
 
 # lowest first: a module may import only from a lower layer (or, inside a subpackage, its siblings)
 LAYERS: list[set[str]] = [
-    {"errors", "storage", "rules", "keeper", "progress", "models", "transformer", "cost", "render", "render.figures"},
-    {"model", "memory", "render.svg"},
+    {"errors", "storage", "rules", "keeper", "progress", "models", "transformer", "cost", "render", "render.figures",
+     "serve"},
+    {"model", "memory", "render.svg", "course"},
     {"saved", "frames", "without_data", "render.table", "render.dot"},
     {"build", "predict", "results"},
     {"record", "observe"},

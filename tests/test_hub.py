@@ -1,5 +1,8 @@
 """A real local JupyterHub (dummy authenticator, simple spawner, configurable-http-proxy from
-npm), two users, a lesson run in each user's server through its own API."""
+npm) whose single-user servers and kernels run tracekit from the built wheel (a new venv,
+tests/wheel_env.py): an instructor hands out the course with nbgitpuller (a git repository made
+with `tracekit course`), a student pulls it and runs a lesson and an exercise's check; two users
+run a lesson in their own servers through its API."""
 
 import asyncio
 import json
@@ -10,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -18,10 +22,12 @@ import nbformat
 import pytest
 from jupyterlab_page import KERNEL, isolated_env
 from servers import free_port, processes_under, stop, wait_http
+from wheel_env import clean_env
 
 pytestmark = pytest.mark.hub
 ROOT = Path(__file__).resolve().parent.parent
 USERS = ("student1", "student2")
+PULLER = "student3"  # gets the course through nbgitpuller
 
 
 def find_proxy() -> str | None:
@@ -84,11 +90,13 @@ async def run_cells(ws_url: str, token: str, cells: list[str], timeout: float = 
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
+def hub(tmp_path_factory, request):
     proxy = find_proxy()
     if proxy is None:
         pytest.skip("configurable-http-proxy not installed (npm install configurable-http-proxy)")
     pytest.importorskip("jupyterhub")
+    # the single-user servers and their kernels run in the wheel's venv
+    python = str(request.getfixturevalue("wheel_venv")["python"])
     root = tmp_path_factory.mktemp("hub")
     marker = f"tracekit-hub-{secrets.token_hex(4)}"
     (root / marker).mkdir()  # every process the hub starts runs with this folder in its command line
@@ -96,6 +104,10 @@ def hub(tmp_path_factory):
     # the hub and each user's server read no Jupyter config, kernelspec or cache of this machine:
     # their own folders, and a kernelspec that starts this interpreter
     env = isolated_env(root / "jupyter")
+    env.pop("PYTHONPATH", None)  # the spawner passes PYTHONPATH on: no checkout may stand in for the wheel
+    spec = root / "jupyter" / "data" / "kernels" / KERNEL / "kernel.json"
+    spec.write_text(json.dumps({**json.loads(spec.read_text()),
+                                "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]}))
     jupyter_env = {k: env[k] for k in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_PATH", "IPYTHONDIR",
                                        "JUPYTER_PLATFORM_DIRS")}
     config = root / "jupyterhub_config.py"
@@ -114,16 +126,16 @@ def hub(tmp_path_factory):
         c.JupyterHub.services = [{{"name": "tester", "api_token": {token!r}}}]
         c.JupyterHub.load_roles = [{{"name": "tester", "services": ["tester"],
             "scopes": ["admin:users", "admin:servers", "access:servers", "list:users", "read:users"]}}]
-        c.Spawner.cmd = [{sys.executable!r}, "-m", "jupyterhub.singleuser"]
+        c.Spawner.cmd = [{python!r}, "-m", "jupyterhub.singleuser"]
         c.Spawner.args = ["--allow-root"]
         c.Spawner.environment = {jupyter_env!r}
         c.Spawner.start_timeout = 120
         c.Spawner.http_timeout = 120
         c.SimpleLocalProcessSpawner.home_dir_template = {str(root / marker / '{username}')!r}
     """))
-    for user in USERS:
+    for user in (*USERS, PULLER):
         (root / marker / user).mkdir()
-    env = {**env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {**env, "PATH": f"{Path(python).parent}:{Path(sys.executable).parent}:{os.environ['PATH']}"}
     process = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(config)], cwd=root, env=env,
                                stdout=subprocess.DEVNULL, stderr=(root / "hub.log").open("wb"),
                                start_new_session=True)
@@ -133,6 +145,65 @@ def hub(tmp_path_factory):
         yield {"base": base, "token": token, "root": root, "marker": marker, "process": process}
     finally:
         stop(process)
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", "-c", "user.name=instructor", "-c", "user.email=i@example.invalid", *args],
+                   cwd=cwd, check=True, capture_output=True)
+
+
+def git_pull(base: str, token: str, user: str, query: dict) -> list[dict]:
+    """nbgitpuller's API (what its link's page calls): the progress events until it finished."""
+    url = f"{base}/user/{user}/git-pull/api?{urllib.parse.urlencode(query)}"
+    request = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(request, timeout=300) as response:
+        text = response.read().decode()
+    return [json.loads(line[len("data:"):]) for line in text.splitlines() if line.startswith("data:")]
+
+
+def test_an_instructor_hands_out_the_course_with_nbgitpuller(hub, wheel_venv, tmp_path):
+    """The README's hub path: `tracekit course` into a git repository, a student opens the nbgitpuller
+    link (here: its API), gets lessons and exercises side by side, and runs a lesson and a check."""
+    if subprocess.run([str(wheel_venv["python"]), "-c", "import nbgitpuller"], capture_output=True).returncode:
+        pytest.skip("nbgitpuller is not installed (it is in the [test] extra)")
+    base, token = hub["base"], hub["token"]
+    repo = tmp_path / "course-repo"
+    done = subprocess.run([str(wheel_venv["python"].parent / "tracekit"), "course", str(repo)],
+                          capture_output=True, text=True, cwd=tmp_path, env=clean_env(tmp_path / "instructor"))
+    assert done.returncode == 0 and "added (22)" in done.stdout, done.stderr
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "the course", cwd=repo)
+    api(base, token, "POST", "/hub/api/users", {"usernames": [PULLER]})
+    api(base, token, "POST", f"/hub/api/users/{PULLER}/server")
+    wait_http(f"{base}/user/{PULLER}/api/status", headers={"Authorization": f"token {token}"}, timeout=150)
+    events = git_pull(base, token, PULLER, {"repo": str(repo), "branch": "main", "targetpath": "tracekit-course"})
+    assert events and events[-1].get("phase") == "finished", events[-3:]
+    home = hub["root"] / hub["marker"] / PULLER / "tracekit-course"
+    assert (home / "notebooks" / "02_small_trace.ipynb").is_file()
+    assert (home / "exercises" / "ex02_small_trace.ipynb").is_file()
+    lesson = nbformat.read(home / "notebooks" / "02_small_trace.ipynb", as_version=4)
+    cells = [c.source for c in lesson.cells if c.cell_type == "code" and "tk.lab()" not in c.source][:4]
+    session = api(base, token, "POST", f"/user/{PULLER}/api/sessions",
+                  {"path": "tracekit-course/exercises/ex02_small_trace.ipynb", "type": "notebook",
+                   "name": "ex02", "kernel": {"name": KERNEL}})
+    kernel = session["kernel"]["id"]
+    ws = f"{base}/user/{PULLER}/api".replace("http://", "ws://") + f"/kernels/{kernel}/channels"
+    out = asyncio.run(run_cells(ws, token, [*cells, "import tracekit\nprint(tracekit.__file__)",
+                                            'tk.check("ex02")']))
+    assert "z = 1.5000, y = 0.8176" in out[0] + out[1] + out[2] + out[3]
+    assert out[-2].strip().startswith(str(wheel_venv["python"].parent.parent))  # tracekit from the wheel
+    assert out[-1].startswith("ex02 · ") and "0 / 6 points" in out[-1], out[-1]  # one report
+    # a student's edit survives the next pull of an updated course (nbgitpuller's merge)
+    mine = home / "exercises" / "ex02_small_trace.ipynb"
+    mine.write_text(mine.read_text().replace("None", "{}", 1))
+    (repo / "notebooks" / "README.md").write_text("Lessons\n")
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", "an update", cwd=repo)
+    events = git_pull(base, token, PULLER, {"repo": str(repo), "branch": "main", "targetpath": "tracekit-course"})
+    assert events[-1].get("phase") == "finished", events[-3:]
+    assert (home / "notebooks" / "README.md").is_file() and "{}" in mine.read_text()
+    api(base, token, "DELETE", f"/hub/api/users/{PULLER}/server")
 
 
 def test_two_students_run_a_lesson_on_a_local_jupyterhub(hub):

@@ -8,9 +8,16 @@ import sys
 USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
 
 
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `tracekit` and `python -m tracekit`."""
     parser = argparse.ArgumentParser(prog="tracekit", description="See what reverse-mode autodiff keeps in memory.")
+    parser.add_argument("--version", action="version", version=f"tracekit {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = sub.add_parser(
         "demo",
@@ -58,55 +65,106 @@ def main(argv: list[str] | None = None) -> int:
         "autograder", help="write a Gradescope autograder zip (setup.sh, run_autograder, the tracekit wheel)",
         description="Write a zip that follows Gradescope's autograder specification: setup.sh installs the pinned "
         "CPU torch and this tracekit (its wheel is inside), run_autograder grades /autograder/submission/ offline "
-        "into /autograder/results/results.json. Run from a source checkout.",
+        "into /autograder/results/results.json. Works from a source checkout or an install (with setuptools).",
     )
     autograder.add_argument("--out", required=True, help="the zip to write, e.g. autograder.zip")
     autograder.add_argument("--exercises", help="the exercises this assignment grades, e.g. ex01,ex03 (default: all)")
     autograder.add_argument("--timeout", type=float, default=120, help="wall seconds per notebook (default 120)")
     autograder.add_argument("--memory", type=int, default=4096, help="memory limit per notebook in MB (default 4096)")
-    lab = sub.add_parser("lab", help="open JupyterLab on the lessons (first lesson first)",
-                         description="Start JupyterLab on the notebooks/ folder of this checkout (or DIR), "
-                         "opening the first lesson. Extra arguments go to JupyterLab.")
-    lab.add_argument("dir", nargs="?", help="folder of notebooks (default: the lessons next to tracekit)")
+    course = sub.add_parser(
+        "course", help="copy the lessons and exercises into a folder of yours (keeps notebooks you changed)",
+        description="Copy the lessons (notebooks/) and the exercises (exercises/) into DIR, made if missing. "
+        "A notebook already there is replaced only if you never changed it; the ones you changed are kept. "
+        "Run it again to get a newer course.",
+    )
+    course.add_argument("dir", help="the folder for the course, e.g. ~/tracekit-course")
+    lab = sub.add_parser(
+        "lab", help="open JupyterLab on the course (first lesson first)",
+        description="Start JupyterLab at DIR's root, with the lessons (DIR/notebooks) and exercises "
+        "(DIR/exercises) both reachable, opening the first lesson. An empty or missing DIR gets the course "
+        "first (as `tracekit course DIR`). Without DIR: this source checkout, or ~/tracekit-course. Ctrl-C "
+        "or SIGTERM stops JupyterLab and its kernels. Extra arguments go to JupyterLab.",
+    )
+    lab.add_argument("dir", nargs="?", help="the course folder (default: this checkout, else ~/tracekit-course)")
     lab.add_argument("--print-command", action="store_true", help="print the command instead of running it")
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "lab":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    if args.command == "lab":
-        return _lab(args.dir, args.print_command, extra)
     if args.command is None:
         parser.print_help()
         return 2
     if args.command == "grade":
         return _grade(args, parser)
+    if args.command == "grades":
+        return _grades(args.results, args.out, args.exercises)
+    from .errors import TracekitError
+
+    try:
+        return _run(args, parser, extra)
+    except TracekitError as err:
+        print(f"tracekit {args.command}: {err}", file=sys.stderr)
+    except OSError as err:  # a path the command was given: missing, a folder, not writable
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"tracekit {args.command}: {err.strerror or err}{where}", file=sys.stderr)
+    return 2
+
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, extra: list[str]) -> int:
+    """The commands whose errors `main` reports as one line (grade and grades report their own)."""
+    if args.command == "lab":
+        return _lab(args.dir, args.print_command, extra)
+    if args.command == "course":
+        return _course(args.dir)
     if args.command == "check":
         return _check(args)
     if args.command == "release":
         return _release(args.out)
-    if args.command == "grades":
-        return _grades(args.results, args.out, args.exercises)
     if args.command == "autograder":
         return _autograder(args, parser)
     return _demo(args.x, args.w, args.b, args.out)
 
 
-def _lab(folder: str | None, print_only: bool, extra: list[str]) -> int:
-    import pathlib
-    import shlex
-    import subprocess
+def _course(folder: str) -> int:
+    from pathlib import Path
 
-    root = pathlib.Path(folder) if folder else pathlib.Path(__file__).resolve().parent.parent / "notebooks"
-    if not root.is_dir():
-        print(f"no notebooks folder at {root}: pass one, e.g. `tracekit lab path/to/notebooks`", file=sys.stderr)
-        return 2
-    first = sorted(root.glob("[0-9]*.ipynb"))
-    command = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={root}", *extra]
-    if first:
-        command.append(f"--LabApp.default_url=/lab/tree/{first[0].name}")
+    from .course import copy_course
+
+    done = copy_course(Path(folder))
+    print(done.summary())
+    print(f"open it with: tracekit lab {folder}")
+    return 0
+
+
+def _lab(folder: str | None, print_only: bool, extra: list[str]) -> int:
+    import importlib.util
+    import shlex
+    from pathlib import Path
+
+    from .course import checkout_root, copy_course, has_course, lab_command
+    from .errors import CourseError
+
+    default = checkout_root() or Path.home() / "tracekit-course"
+    root = Path(folder).expanduser() if folder is not None else default
+    if root.exists() and not root.is_dir():
+        raise CourseError(f"{root} is a file, not a course folder")
+    if not has_course(root):
+        if root.is_dir() and any(root.iterdir()):
+            raise CourseError(f"{root} holds no course (no notebooks/NN_*.ipynb) and is not empty: "
+                              f"`tracekit course {root}` copies the course into it, or give an empty folder")
+        if print_only:
+            print(f"# {root} has no course yet: `tracekit lab` copies it there first", file=sys.stderr)
+        else:
+            print(copy_course(root).summary())
+    if importlib.util.find_spec("jupyterlab") is None:
+        raise CourseError(f"JupyterLab is not installed for {sys.executable}: "
+                          f"run `{sys.executable} -m pip install jupyterlab`")
+    command = lab_command(sys.executable, root.resolve(), extra)
     if print_only:
         print(shlex.join(command))
         return 0
-    return subprocess.call(command)
+    from .serve import run_until_stopped
+
+    return run_until_stopped(command)
 
 
 def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -144,7 +202,7 @@ def _check(args: argparse.Namespace) -> int:
 
     path = Path(args.notebook)
     if not path.is_file():
-        print(f"no such notebook: {path}", file=sys.stderr)
+        print(f"tracekit check: no such notebook: {path}", file=sys.stderr)
         return 2
     part = grade_notebook(path, path.stem, Options(timeout=args.timeout, memory_mb=args.memory))
     if part.get("problem"):
@@ -161,11 +219,13 @@ def _release(out: str) -> int:
 
     import nbformat
 
-    source = pathlib.Path(__file__).resolve().parent.parent / "exercises"
-    if not source.is_dir():
-        print("the exercises/ folder is not next to this tracekit (run from a source checkout)", file=sys.stderr)
-        return 2
+    from .course import course_source
+
+    source = course_source() / "exercises"
     target = pathlib.Path(out)
+    if target.exists() and not target.is_dir():
+        print(f"tracekit release: {target} is a file, not a folder", file=sys.stderr)
+        return 2
     target.mkdir(parents=True, exist_ok=True)
     for path in sorted(source.glob("ex*.ipynb")):
         book = nbformat.read(path, as_version=4)
@@ -210,6 +270,10 @@ def _grades(results: list[str], out: str, exercises: str | None = None) -> int:
 def _autograder(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from pathlib import Path
 
+    package = Path(__file__).resolve().parent
+    if not (package.parent / "pyproject.toml").is_file():  # an install: rebuild from a source tree of it
+        return _autograder_from_install(args)
+
     from .errors import TracekitError
     from .grading.autograder import BundleOptions, build, parse_exercises
 
@@ -228,10 +292,44 @@ def _autograder(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     return 0
 
 
+def _autograder_from_install(args: argparse.Namespace) -> int:
+    """`tracekit autograder` from an install: the bundle's wheel is built from a source tree of this
+    install (tracekit/course.py:package_source), by the same command run from that tree."""
+    import importlib.util
+    import os
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from .course import package_source
+    from .errors import CourseError
+
+    if importlib.util.find_spec("setuptools") is None:
+        raise CourseError(f"building the bundle's wheel needs setuptools: run `{sys.executable} -m pip install "
+                          "setuptools`")
+    with tempfile.TemporaryDirectory(prefix="tracekit-source-") as tmp:
+        source = package_source(Path(tmp))
+        command = [sys.executable, "-m", "tracekit", "autograder", "--out", str(Path(args.out).absolute()),
+                   "--timeout", str(args.timeout), "--memory", str(args.memory)]
+        if args.exercises:
+            command += ["--exercises", args.exercises]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")])}
+        return subprocess.run(command, env=env, cwd=source).returncode
+
+
 def _demo(x_value: float, w_value: float, b_value: float, out: str) -> int:
+    from pathlib import Path
+
     import torch
 
     import tracekit as tk
+
+    target = Path(out)
+    if target.is_dir():
+        print(f"tracekit demo: --out {out} is a folder: give a file name, e.g. {target / 'neuron.svg'}",
+              file=sys.stderr)
+        return 2
+    target.parent.mkdir(parents=True, exist_ok=True)  # a missing folder is made (an error here is one line)
 
     x = torch.tensor(x_value, requires_grad=True)
     w = torch.nn.Parameter(torch.tensor(w_value))  # the neuron's weight: a parameter; x is an input leaf

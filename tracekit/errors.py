@@ -67,3 +67,7 @@ class AutograderError(TracekitError, RuntimeError):
 class GradebookError(TracekitError, ValueError):
     """The results cannot be merged into one gradebook (a student graded twice with different scores,
     an unknown exercise in the assignment): the message says what to do."""
+
+
+class CourseError(TracekitError):
+    """The course cannot be copied or opened there (a file in the way, no permission, no course found)."""

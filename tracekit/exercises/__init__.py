@@ -208,13 +208,13 @@ def _self_measure(exercise: Exercise, namespace: dict[str, Any], inputs: dict[st
 
 def check(exercise_id: str, namespace: dict[str, Any] | None = None, seed: int | None = None) -> Any:
     """Self-check the answers in this notebook: which questions pass, points, and what to fix."""
-    from .report import CheckReport
+    from .report import CheckReport, deliver  # one report: the notebook shows the value, a script prints it
 
     exercise = get(exercise_id)
     if namespace is None:
         namespace = sys._getframe(1).f_globals
     if importlib.util.find_spec(f"{__name__}.judges") is None:  # the grader's sandbox hides the judges
-        return CheckReport(exercise.id, exercise.title, [], exercise.max_score,
+        return CheckReport(exercise.id, exercise.title, exercise.max_score, [],
                            "The self-check does not run here: this notebook is being graded.")
     inputs = draw_inputs(exercise, seed)
     observations = {q.name: _time_limited(lambda q=q: probe_one(q, namespace, inputs[q.name]), SELF_CHECK_SECONDS)
@@ -222,7 +222,7 @@ def check(exercise_id: str, namespace: dict[str, Any] | None = None, seed: int |
     for name, why in _stale_answers(exercise).items():
         observations[name] = {"missing": why}
     results = judge_all(exercise, observations, inputs, _self_measure(exercise, namespace, inputs))
-    return CheckReport(exercise.id, exercise.title, results, exercise.max_score, SELF_CHECK_NOTE)
+    return deliver(CheckReport(exercise.id, exercise.title, exercise.max_score, results, SELF_CHECK_NOTE))
 
 
 def score_text(exercise_id: str, title: str, score: float, max_score: float, questions: list[dict]) -> str:

@@ -1,0 +1,153 @@
+"""The course a student works in: the lessons (notebooks/) and the exercises (exercises/), found in
+this install (a wheel carries them as tracekit/_course/) or in the source checkout, and copied into a
+folder of the student's without ever overwriting a notebook the student changed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import CourseError
+
+FOLDERS = {"notebooks": "[0-9]*.ipynb", "exercises": "ex*.ipynb"}  # the course's folders, what each holds
+MANIFEST = ".tracekit-course.json"  # in a student's course folder: the hash of each file as it was copied
+FIRST_LESSON = "notebooks/01_forward_values.ipynb"
+PACKAGE = Path(__file__).resolve().parent
+
+
+def checkout_root() -> Path | None:
+    """The source checkout this tracekit runs from (the folder with its pyproject.toml), or None."""
+    root = PACKAGE.parent
+    toml = root / "pyproject.toml"
+    try:
+        is_checkout = toml.is_file() and 'name = "tracekit"' in toml.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return root if is_checkout and (root / "notebooks").is_dir() else None
+
+
+def course_source() -> Path:
+    """The folder that holds notebooks/ and exercises/: the installed course, else the checkout's."""
+    installed = PACKAGE / "_course"
+    if all((installed / name).is_dir() for name in FOLDERS):
+        return installed
+    root = checkout_root()
+    if root is not None and all((root / name).is_dir() for name in FOLDERS):
+        return root
+    raise CourseError(f"this tracekit ({PACKAGE}) carries no course: reinstall it from a wheel or a source "
+                      "checkout (pip install tracekit / pip install -e .)")
+
+
+def course_files() -> dict[str, Path]:
+    """Every file of the course: its path in a course folder ('notebooks/01_….ipynb') -> where it is now."""
+    source = course_source()
+    return {f"{name}/{path.name}": path for name, pattern in FOLDERS.items()
+            for path in sorted((source / name).glob(pattern))}
+
+
+@dataclass
+class CourseCopy:
+    """What `copy_course` did with each file of the course (paths relative to the folder)."""
+
+    folder: Path
+    added: list[str] = field(default_factory=list)  # not there before
+    updated: list[str] = field(default_factory=list)  # there as copied before, unedited, and the course changed
+    kept: list[str] = field(default_factory=list)  # there and changed by the student (or not from tracekit)
+    unchanged: list[str] = field(default_factory=list)  # there and already the course's version
+
+    def summary(self) -> str:
+        """One line per kind of outcome, naming the files."""
+        lines = [f"course in {self.folder}:"]
+        for label, names in (("added", self.added), ("updated (you had not changed them)", self.updated),
+                             ("kept your version of", self.kept)):
+            if names:
+                lines.append(f"  {label} ({len(names)}): {', '.join(names)}")
+        if self.unchanged:
+            lines.append(f"  already up to date: {len(self.unchanged)} files")
+        return "\n".join(lines)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_manifest(folder: Path) -> dict[str, str]:
+    try:
+        found = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def copy_course(folder: Path) -> CourseCopy:
+    """Copy the lessons and exercises into `folder` (made if missing). A file already there is replaced
+    only when it is byte for byte what an earlier copy put there; a file the student changed is kept."""
+    folder = Path(folder).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise CourseError(f"{folder} is a file, not a folder: give a folder for the course")
+    files = course_files()
+    manifest = _read_manifest(folder)
+    done = CourseCopy(folder)
+    try:
+        for name in FOLDERS:
+            (folder / name).mkdir(parents=True, exist_ok=True)
+        for rel, source in files.items():
+            data = source.read_bytes()
+            target = folder / rel
+            if target.is_dir():
+                raise CourseError(f"{target} is a folder: move it away to receive the course's {rel}")
+            if not target.exists():
+                done.added.append(rel)
+            else:
+                current = _digest(target.read_bytes())
+                if current == _digest(data):
+                    done.unchanged.append(rel)
+                    manifest[rel] = current
+                    continue
+                if manifest.get(rel) != current:
+                    done.kept.append(rel)
+                    continue
+                done.updated.append(rel)
+            partial = target.with_name(f".{target.name}.partial")
+            partial.write_bytes(data)
+            os.replace(partial, target)
+            manifest[rel] = _digest(data)
+        (folder / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    except PermissionError as err:
+        raise CourseError(f"cannot write the course into {folder}: {err.strerror} ({err.filename})") from None
+    except OSError as err:
+        raise CourseError(f"cannot write the course into {folder}: {err.strerror or err}") from None
+    return done
+
+
+def package_source(dest: Path) -> Path:
+    """A source tree of this installed tracekit in `dest` (pyproject.toml, README.md, tracekit/), made
+    from the install and the build files its wheel carries: what the autograder bundle rebuilds its
+    wheel from. Returns `dest`."""
+    shipped = PACKAGE / "_course" / "source"
+    if not all((shipped / name).is_file() for name in ("pyproject.toml", "README.md")):
+        raise CourseError(f"this tracekit ({PACKAGE}) carries no build files: run from a source checkout "
+                          "or install tracekit from its wheel")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(shipped / name, dest / name)
+    shutil.copytree(PACKAGE, dest / "tracekit", ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_course"))
+    return dest
+
+
+def has_course(folder: Path) -> bool:
+    """Whether `folder` holds a course (a notebooks/ folder with a lesson)."""
+    return any((Path(folder) / "notebooks").glob(FOLDERS["notebooks"]))
+
+
+def lab_command(python: str, root: Path, extra: list[str]) -> list[str]:
+    """The JupyterLab command for a course folder: served from its root (lessons and exercises both
+    reachable, so the links between them work), the first lesson open."""
+    command = [python, "-m", "jupyterlab", f"--ServerApp.root_dir={root}", *extra]
+    if (root / FIRST_LESSON).is_file() and not any(a.startswith("--LabApp.default_url") for a in extra):
+        command.append(f"--LabApp.default_url=/lab/tree/{FIRST_LESSON}")
+    return command
