@@ -47,7 +47,7 @@ def student(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise AnswerRaised(err) from err
 
 
-def _number(value: Any) -> Any:
+def number_value(value: Any) -> Any:
     """A number of a standard kind as a Python int or float (numpy scalars, 0-dim tensors and
     arrays where unambiguous); None when it is not one."""
     if isinstance(value, bool) or type(value).__name__ == "bool_":
@@ -77,7 +77,7 @@ def plain(value: Any, depth: int = 0) -> Any:
         return value
     if isinstance(value, str):
         return str.__str__(value)
-    number = _number(value)
+    number = number_value(value)
     if number is not None:
         if isinstance(number, float) and number != number:
             raise AnswerError("the answer holds NaN")

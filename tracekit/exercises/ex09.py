@@ -6,7 +6,17 @@ import random
 
 import torch
 
-from .base import AnswerError, Exercise, Question, cases_question, lesson_link, md_table, student, values_probe
+from .base import (
+    AnswerError,
+    Exercise,
+    Question,
+    cases_question,
+    lesson_link,
+    md_table,
+    number_value,
+    student,
+    values_probe,
+)
 
 LESSON = "09_budget"
 # id -> (in features, hidden width, hidden layers, batch, optimizer); classifier into 10 classes
@@ -47,9 +57,15 @@ def build_model(case: dict) -> torch.nn.Module:
 
 
 def _int(got: object) -> int:
-    if type(got) is not int:
-        raise AnswerError(f"adam_state_bytes should return an int, got {type(got).__name__}")
-    return got
+    """A whole number of any standard kind (int, numpy integer, a one-element tensor) as an int."""
+    if isinstance(got, torch.Tensor) and got.numel() == 1 and not got.dtype.is_floating_point:
+        got = got.reshape(()).item()
+    number = number_value(got)
+    if type(number) is float and number.is_integer():
+        number = int(number)
+    if type(number) is not int:
+        raise AnswerError(f"adam_state_bytes should return a whole number of bytes, got {type(got).__name__}")
+    return number
 
 
 _probe = values_probe("adam_state_bytes(model)", lambda fn, case: student(fn, build_model(case)), _int)

@@ -17,7 +17,7 @@ import math
 import torch
 
 from ..ex05 import VERSIONS, case_input
-from .common import by_table, case_list, close, parts
+from .common import by_table, case_list, close
 
 
 def versions(program: str) -> list[int]:
@@ -58,11 +58,13 @@ def judge_q1(obs: dict, inputs: dict) -> tuple[float, str]:
             abs(seen["loss"] - sum(math.sin(2 * v) for v in a)) <= tol * (1 + len(a))
         results_ok &= loss_ok and seen.get("h_shape") == inputs["cases"][i]["shape"] and \
             close(seen.get("h_next"), [2 * v + 1 for v in a], tol)
-    return parts(
-        (grad_ok, "a.grad must be d/da sum(sin(2a)), delivered by a real backward through a (the checker's "
-                   "gradient hook on a scales it): backward has to run and read the h sin saved, unchanged"),
-        (results_ok, "keep the program's results: the loss sum(sin(2a)) as a scalar, and h_next = 2a + 1"),
-    )
+    fixes = []  # all or nothing: the buggy program's values alone are not a fix
+    if not grad_ok:
+        fixes.append("a.grad must be d/da sum(sin(2a)), delivered by a real backward through a (the checker's "
+                     "gradient hook on a scales it): backward has to run and read the h sin saved, unchanged")
+    if not results_ok:
+        fixes.append("keep the program's results: the loss sum(sin(2a)) as a scalar, and h_next = 2a + 1")
+    return (0.0, "; ".join(fixes)) if fixes else (1.0, "correct")
 
 
 JUDGES = {"q1": judge_q1, "q2": by_table(_versions_entry)}
