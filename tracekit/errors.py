@@ -22,6 +22,10 @@ class NotObservableError(TracekitError, RuntimeError):
     """The trace cannot run or observe backward (for example: built with no outputs)."""
 
 
+class GraphReleasedError(TracekitError, RuntimeError):
+    """The trace's graph is gone: the caller let go of the traced outputs, or the trace was loaded."""
+
+
 # measuring, comparing, drawing
 class DeviceUnavailableError(TracekitError, RuntimeError):
     """The requested device is not present here."""

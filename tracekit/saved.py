@@ -180,3 +180,51 @@ def saved_slots(node: Any) -> list[SavedSlot]:
 def _tensor_attributes(kind: type) -> tuple[tuple[str, str, str], ...]:
     """(slot, its raw attribute, its value attribute) for each tensor slot of a node type."""
     return tuple((name, "_raw_saved_" + name, "_saved_" + name) for name in slot_names(kind)[0])
+
+
+def _cell_values(fn: Any) -> dict[str, Any]:
+    """A function's closure cells by name (empty cells left out)."""
+    out = {}
+    for name, cell in zip(getattr(fn, "__code__", None).co_freevars if hasattr(fn, "__code__") else (),
+                          getattr(fn, "__closure__", None) or ()):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    return out
+
+
+def _raw_saved(gnode: Any) -> list[Any]:
+    """Every SavedTensor a node holds (lists flattened), read without unpacking any."""
+    if is_custom_function(gnode):
+        raws = list(gnode._raw_saved_tensors)
+    else:
+        raws = [raw_slot(gnode, name) for name in slot_names(type(gnode))[0]]
+    return [item for raw in raws for item in (raw if isinstance(raw, (list, tuple)) else (raw,))]
+
+
+def checkpoint_cache(graph_nodes: list[Any]) -> list[tuple[str, torch.Tensor]]:
+    """(op, tensor) of each op output selective activation checkpointing keeps for these nodes'
+    checkpointed regions (found through the checkpoint hooks of their saved tensors; empty without SAC)."""
+    frames: list[Any] = []
+    for gnode in graph_nodes:
+        for raw in _raw_saved(gnode):
+            hook = getattr(raw, "unpack_hook", None)
+            if hook is None or not (getattr(hook, "__module__", "") or "").startswith("torch.utils.checkpoint"):
+                continue
+            frame = _cell_values(hook).get("frame")
+            if frame is not None and not any(frame is f for f in frames):
+                frames.append(frame)
+    found: list[tuple[str, torch.Tensor]] = []
+    for frame in frames:
+        context = _cell_values(getattr(frame, "recompute_fn", None)).get("recompute_context")
+        storage = getattr(context, "storage", None)
+        if not isinstance(storage, dict):
+            continue
+        for op, kept in storage.items():
+            values = kept.values() if isinstance(kept, dict) else kept
+            for wrapped in values:
+                for t in torch.utils._pytree.tree_leaves(getattr(wrapped, "val", None)):
+                    if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                        found.append((str(op), t))
+    return found
