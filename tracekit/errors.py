@@ -26,6 +26,10 @@ class GraphReleasedError(TracekitError, RuntimeError):
     """The trace's graph is gone: the caller let go of the traced outputs, or the trace was loaded."""
 
 
+class TraceFormatError(TracekitError, ValueError):
+    """A trace file cannot be read: not a tracekit trace, or written in another format version."""
+
+
 # measuring, comparing, drawing
 class DeviceUnavailableError(TracekitError, RuntimeError):
     """The requested device is not present here."""

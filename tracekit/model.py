@@ -169,7 +169,7 @@ class _Data:
     the cached prediction, the storages' weak references (dropped when the last view goes).
     Never holds a view."""
 
-    __slots__ = ("record", "observed", "observing", "predicted", "weaks")
+    __slots__ = ("record", "observed", "observing", "predicted", "weaks", "__weakref__")
 
     def __init__(self, record: Record, observed: Lifetimes | None, weaks: tuple[int, ...] | None) -> None:
         self.record = record
