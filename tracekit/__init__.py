@@ -3,13 +3,20 @@
 from . import formula, scenarios, transformer  # issue 15: the paper's formula, GPT / Llama blocks
 from .build import build_trace
 from .diff import TraceDiff, checkpoint_cache, diff
-from .errors import (GraphReleasedError, NestedCaptureError, NoHistoryError, NotATensorError, NotObservableError,
-                     TraceFormatError, TracekitError)
+from .errors import (
+                     GraphReleasedError,
+                     NestedCaptureError,
+                     NoHistoryError,
+                     NotATensorError,
+                     NotObservableError,
+                     TraceFormatError,
+                     TracekitError,
+)
 from .exercises import check
 from .lab import SigmoidLab, lab
+from .lifetimes import Lifetime, Lifetimes
 from .memory import DeviceUnavailableError, Measurement, measure
 from .memory_budget import Budget, budget
-from .lifetimes import Lifetime, Lifetimes
 from .model import Mutation, Node, Record, Residual, Step, Storage, Trace
 from .predict import Prediction
 from .record import capture, trace

@@ -13,6 +13,8 @@ import torch
 from . import keeper, rules
 from .errors import NoHistoryError, NotATensorError
 from .frames import Names
+from .internals import custom_forward_name, sequence_nr
+from .internals import version as tensor_version
 from .keeper import gc_paused
 from .live import Live, forward_order, is_leaf_node, walk
 from .model import (
@@ -41,7 +43,7 @@ _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 def op_name(node: Any) -> str:
     """The forward op behind a backward node: MulBackward0 -> mul, NativeLayerNormBackward0 -> layer_norm."""
     if is_custom_function(node):
-        return node._forward_cls.__name__
+        return custom_forward_name(node)
     return _op_from_name(node.name())
 
 
@@ -185,7 +187,7 @@ class _Builder:
         key = storage_key(t) if t is not None and t.layout == torch.strided else None
         role, from_node, from_name, kind = self.role(saved.slot, t, gnode, key)
         storage = self.storage(key, t) if key is not None else None
-        version, saved_version, modified_by = t._version if t is not None else None, None, ()
+        version, saved_version, modified_by = tensor_version(t) if t is not None else None, None, ()
         if saved.status is Status.MODIFIED:
             version, saved_version, modified_by = self.modification(saved.error or "", key, version)
         if storage is not None:
@@ -235,7 +237,7 @@ class _Builder:
         if t is None:
             return "unknown (not held)", None, None, Role.INTERMEDIATE
         producer = t.grad_fn
-        if producer is not None and producer is not gnode and producer not in position and t._version > 0:
+        if producer is not None and producer is not gnode and producer not in position and tensor_version(t) > 0:
             return "modified in place after it was saved", None, None, Role.INTERMEDIATE
         var, is_param = self.names.get(key, (None, False)) if key is not None else (None, False)
         made = Role.OUTPUT if key in self.output_keys else Role.INTERMEDIATE
@@ -264,7 +266,7 @@ def _node_sources(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...
     consumers run later, so one pass from the last node back settles every node."""
     n = len(graph_nodes)
     owner = [-1] * n  # the sequence number of the call output a node belongs to (-1: none seen)
-    seq = [g._sequence_nr() for g in graph_nodes]
+    seq = [sequence_nr(g) for g in graph_nodes]
     for i in range(n - 1, -1, -1):
         mine = seq[i] if seq[i] in sources else owner[i]
         if mine < 0:

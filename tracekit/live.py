@@ -13,6 +13,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from .errors import GraphReleasedError, NotObservableError
+from .internals import sequence_nr
 
 if TYPE_CHECKING:
     import torch
@@ -42,7 +43,7 @@ def walk(roots: list[Any]) -> list[Any]:
 
 def forward_order(everything: list[Any]) -> list[Any]:
     """The graph's op nodes (no leaves) in forward order: by sequence number."""
-    return sorted((n for n in everything if not is_leaf_node(n)), key=lambda n: n._sequence_nr())
+    return sorted((n for n in everything if not is_leaf_node(n)), key=sequence_nr)
 
 
 class Live:

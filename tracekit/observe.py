@@ -3,7 +3,8 @@ and when each storage's memory actually goes away.
 
 One Python hook serves the whole backward: every traced node gets the same tensor pre-hook
 (a shared hook dict, so registering costs no Python call per node), and the hook asks the
-engine which node is about to run (`_SharedPreHook`). An `Observer` turns those calls into
+engine which node is about to run (internals.PreHook; a public pre-hook per node where this
+torch lacks that). An `Observer` turns those calls into
 steps: before recording a node it settles the previous step, reading whether autograd
 released that node's saved values (one raw slot read, nothing unpacked) and which watched
 storages died since."""
@@ -16,11 +17,11 @@ from typing import Any
 import torch
 
 from .errors import NotObservableError
+from .internals import PreHook, is_released, release_probe
 from .keeper import gc_paused
 from .lifetimes import OBSERVED, OUTSIDE, RETAINED, Lifetime, Lifetimes
 from .model import Status, Step, Trace
 from .predict import fixed_note, storage_holder
-from .saved import is_custom_function
 from .storage import weak_expired
 
 
@@ -55,7 +56,7 @@ class Observer:
                 held = [j for j in range(node.first, node.first + node.count) if rows[j].status is not Status.RELEASED]
                 if held:
                     self.live[i] = held
-                    self.probes[i] = _probe(graph_nodes[i], rows[held[0]].slot)
+                    self.probes[i] = release_probe(graph_nodes[i], rows[held[0]].slot)
                     for j in held:
                         k = rows[j].storage
                         if k is not None:
@@ -90,7 +91,7 @@ class Observer:
         """Record what the last step released and which watched storages died since."""
         k, i = len(self.order) - 1, self.last
         held = self.live.get(i) if i is not None else None
-        if held is not None and _is_released(self.graph_nodes[i], self.probes[i]):
+        if held is not None and is_released(self.graph_nodes[i], self.probes[i]):
             del self.live[i]
             self.released[k] = held
             rows, storages = self.record.residuals, self.record.storages
@@ -131,29 +132,6 @@ class Observer:
                          tuple(map(tuple, self.released)), tuple(map(tuple, self.freed)), self.keep, self.error)
 
 
-class _SharedPreHook:
-    """One tensor pre-hook on every node, through one shared hook dict (PyTorch's own
-    mechanism: each node keeps a reference to the dict). `remove()` empties the dict, so a later
-    backward of the same graph calls nothing of ours."""
-
-    def __init__(self, graph_nodes: list[Any], before: Callable[[Any], None]) -> None:
-        current_node = torch._C._current_autograd_node
-
-        def hook(_grad: Any) -> None:
-            before(current_node())
-
-        self.hooks: dict[int, Callable[[Any], None]] = {0: hook}
-        carrier = torch.empty(0)
-        carrier._backward_hooks = self.hooks  # the dict every node's tensor pre-hook reads
-        with gc_paused():
-            for g in graph_nodes:
-                g._register_hook_dict(carrier)
-
-    def remove(self) -> None:
-        """Detach: the nodes keep an empty hook dict."""
-        self.hooks.clear()
-
-
 def observe_backward(
     trace: Trace, gradient: Any, retain_graph: bool | None, create_graph: bool,
     on_step: Callable[[Step], None] | None = None,
@@ -169,7 +147,8 @@ def observe_backward(
     keep = create_graph if retain_graph is None else retain_graph
     with gc_paused():
         observer = Observer(trace, graph_nodes, keep, on_step)
-    handle = _SharedPreHook(graph_nodes, observer.before)
+    with gc_paused():
+        handle = PreHook(graph_nodes, observer.before)
     trace._observed(None, observer)
     try:
         with gc_paused():
@@ -182,26 +161,3 @@ def observe_backward(
         lifetimes = observer.finish()
         observer.graph_nodes = []
         trace._observed(lifetimes)
-
-
-def _probe(gnode: Any, slot: str) -> tuple[str, int | None]:
-    """The raw attribute (and list index) that tells whether a node's saved values are gone: one
-    slot stands for all (a node releases every saved value at once, right after its rule ran)."""
-    if is_custom_function(gnode):
-        return ("_raw_saved_tensors", None)
-    name, _, index = slot.partition("[")
-    return ("_raw_saved_" + name, int(index.rstrip("]")) if index else None)
-
-
-def _is_released(gnode: Any, probe: tuple[str, int | None]) -> bool:
-    """Read the probe's raw slot without unpacking it: None data (or PyTorch refusing) means released."""
-    attr, index = probe
-    try:
-        raw = getattr(gnode, attr)
-        if attr == "_raw_saved_tensors":
-            return False  # a custom Function's saved tensors raise once released
-        if index is not None:
-            raw = raw[index]
-        return raw is not None and raw.data is None
-    except (RuntimeError, IndexError):  # "saved tensors ... have already been freed"
-        return True

@@ -13,8 +13,19 @@ from typing import Any
 
 from .errors import TraceFormatError
 from .lifetimes import OBSERVED, Lifetime, Lifetimes
-from .model import (FORMAT_VERSION, CachedValue, HeldIn, Mutation, NodeRow, Record, ResidualRow, Role, Status,
-                    StorageRow, Trace)
+from .model import (
+    FORMAT_VERSION,
+    CachedValue,
+    HeldIn,
+    Mutation,
+    NodeRow,
+    Record,
+    ResidualRow,
+    Role,
+    Status,
+    StorageRow,
+    Trace,
+)
 
 FORMAT = "tracekit-trace"
 _LIFETIME_FIELDS = ("released_at", "freed_at", "held_by", "note")
