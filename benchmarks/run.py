@@ -8,7 +8,8 @@ Targets (issue 29, each a ratio measured in this one run, the median of several 
 repeats): capture + trace + observed backward ≤ 1.5× a plain forward+backward on a 1,500-module
 MLP (Linear 64→64, LayerNorm, GELU ×500, batch 32), ≤ 1.3× at width 128, ≤ 2.5× with scalar
 tensors (~4k nodes); trace + DOT ≤ 0.4× torchviz `make_dot(show_saved=True)` at 800 nodes; a
-100k-node trace + DOT ≤ 1 s; `--only phases` gives each phase's cost in µs per node; nbval over the lessons and grading per submission: reported.
+100k-node trace + DOT ≤ 1 s; `--only phases` gives each phase's cost in µs per node; nbval over
+the lessons and grading per submission: reported.
 Earlier targets (issue 7): a 12-block model drawn (repeats collapsed) to SVG under 5 s;
 predicted vs measured saved bytes within 1 %; grading ≤ 3 s per submission beyond the
 notebook's own run time.

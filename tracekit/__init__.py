@@ -4,13 +4,14 @@ from . import formula, scenarios, transformer  # issue 15: the paper's formula, 
 from .build import build_trace
 from .diff import TraceDiff, checkpoint_cache, diff
 from .errors import (
-                     GraphReleasedError,
-                     NestedCaptureError,
-                     NoHistoryError,
-                     NotATensorError,
-                     NotObservableError,
-                     TraceFormatError,
-                     TracekitError,
+    GraphReleasedError,
+    MissingCapabilityError,
+    NestedCaptureError,
+    NoHistoryError,
+    NotATensorError,
+    NotObservableError,
+    TraceFormatError,
+    TracekitError,
 )
 from .exercises import check
 from .lab import SigmoidLab, lab
@@ -59,6 +60,7 @@ __all__ = [
     "checkpoint_cache",
     "Prediction",
     "GraphReleasedError",
+    "MissingCapabilityError",
     "TraceFormatError",
     "Lifetime",
     "Lifetimes",
