@@ -16,6 +16,7 @@ from html import escape
 import graphviz
 import numpy as np
 
+from ..keeper import gc_paused
 from ..lifetimes import GONE, RECOMPUTED, Lifetimes
 from ..model import HeldIn, Node, Residual, Role, Trace
 from ..storage import format_bytes
@@ -214,15 +215,15 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
     (solid), then pale while something else still holds its memory."""
     nodes = [trace.nodes[i] for i in sorted(plan.keep)]
     residuals = [r for node in nodes for r in node.residuals]
-    lifetimes = trace.lifetimes()
-    observed = not lifetimes.predicted
     n = len(trace.nodes)
-    m = len(lifetimes.order)
-    if plan.hidden or not residuals or n + m > STRIP_MAX_SLOTS or len(residuals) > STRIP_MAX_ROWS:
+    lifetimes = None if plan.hidden or not residuals or len(residuals) > STRIP_MAX_ROWS else trace.lifetimes()
+    m = len(lifetimes.order) if lifetimes is not None else 0
+    if lifetimes is None or n + m > STRIP_MAX_SLOTS:
         why = "no residuals" if not residuals else "too many to draw"
         return (f'<tr><td align="left" colspan="3"><font point-size="9">lifetimes: {why} here; '
                 'tr.table() lists every free point</font></td></tr>')
     total = n + m
+    observed = not lifetimes.predicted
     title = "lifetimes (observed)" if observed else "lifetimes (predicted: backward not run yet)"
     head = [f'<td align="left"><font point-size="9"><b>{title}</b></font></td>',
             f'<td colspan="{n}"><font point-size="8">forward op</font></td>',
@@ -318,6 +319,13 @@ def _residual_name(r: Residual) -> str:
 
 
 def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: bool | None = None) -> graphviz.Digraph:
+    """Build the graphviz drawing of a trace (see _trace_graph), with the cycle collector paused:
+    the drawing makes many short-lived objects, and each collection would rescan a big trace."""
+    with gc_paused():
+        return _trace_graph(trace, max_nodes, width, html)
+
+
+def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None) -> graphviz.Digraph:
     """Build the graphviz drawing of a trace, at most `width` px wide (big traces fold top to
     bottom; repeated blocks or the middle of a long trace collapse into one box). `html`: draw
     the legend and lifetime strip as an HTML-like label (default: when system `dot` renders;
