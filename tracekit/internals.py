@@ -30,6 +30,8 @@ from typing import Any
 
 import torch
 
+from .errors import MissingCapabilityError
+
 
 def _probe_saved_slots() -> bool:
     node = _node()
@@ -67,8 +69,6 @@ CAPABILITIES: dict[str, bool] = {
 
 def missing(capability: str, what: str) -> Exception:
     """The error for a capability this torch lacks (raise it)."""
-    from .errors import MissingCapabilityError  # errors.py is below this module; lazy keeps the layer
-
     return MissingCapabilityError(
         f"this PyTorch ({torch.__version__}) lacks `{capability}` ({what}), which tracekit needs here: "
         f"use a torch that .ci/run tests (see pyproject.toml's torch range).")
