@@ -92,7 +92,8 @@ def test_roles_input_leaf_parameter_constant_output_intermediate():
     scale = torch.nn.Parameter(torch.tensor(2.0))
     h = lin(inp).tanh()
     y = (h.sum(0) * x * scale).exp()
-    tr = tk.trace(y.sum())
+    total = y.sum()  # kept: the trace holds its output weakly
+    tr = tk.trace(total)
     assert tr.leaf_roles == {"lin.weight": Role.PARAMETER, "lin.bias": Role.PARAMETER, "x": Role.INPUT,
                              "scale": Role.PARAMETER}
     assert tr.leaves["x"] == "input leaf (3,) float32" and tr.leaves["lin.weight"] == "parameter (3, 4) float32"
@@ -172,7 +173,8 @@ def test_the_old_drawing_fails_the_same_check():
 @pytest.mark.parametrize("op", ["exp", "mul", "sin"])
 def test_chains_have_no_overlap_and_no_crossing(n, op):
     fn = {"exp": torch.exp, "mul": lambda t: t * 1.5, "sin": torch.sin}[op]
-    tr = tk.trace(chain(n, fn))
+    y = chain(n, fn)
+    tr = tk.trace(y)
     for traced in (tr, tr.backward()):
         report = check_layout(traced.draw().source)
         assert report.overlaps == [] and report.crossings == [], (n, op)
@@ -230,8 +232,8 @@ def test_lifetime_strip_before_and_after_backward():
     tr, (x, w, y) = demo_trace(backward=False)
     src = trace_graph(tr, html=True).source
     assert "lifetimes (predicted: backward not run yet)" in src
-    assert "predicted: released after step 0; memory stays (output)" in src
-    assert "predicted: released after step 2; memory stays (parameter)" in src
+    assert "released after step 0; held by output y (a live tensor) (predicted)" in src
+    assert "released after step 2; held by parameter w (predicted)" in src
     tr.backward()
     src = trace_graph(tr, html=True).source
     assert "lifetimes (observed)" in src
@@ -248,7 +250,8 @@ def test_lifetime_strip_before_and_after_backward():
 
 def test_intermediate_freed_early_shows_a_short_bar():
     a = torch.randn(1000, requires_grad=True)
-    tr = tk.trace(a.exp().sin().sum())
+    y = a.exp().sin().sum()
+    tr = tk.trace(y)
     tr.backward()
     src = trace_graph(tr, html=True).source
     (row,) = [row.split("</tr>")[0] for row in src.split("<tr>") if "SinBackward0.self" in row]

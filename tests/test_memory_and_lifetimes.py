@@ -78,7 +78,7 @@ def test_intermediate_storage_freed_at_its_step():
     assert names == ["SumBackward0", "SinBackward0", "ExpBackward0"]
     sin_self = tr.nodes[1].residuals[0]
     exp_result = tr.nodes[0].residuals[0]
-    assert sin_self.storage is exp_result.storage
+    assert sin_self.storage == exp_result.storage  # views of one storage row
     assert sin_self.released_at == 1 and exp_result.released_at == 2
     assert sin_self.freed_at == exp_result.freed_at == 2  # memory goes only when the last holder lets go
     assert tr.steps[2].freed == [exp_result.storage] and exp_result.storage.nbytes == 4000
@@ -100,7 +100,8 @@ def test_parameter_held_past_backward():
     assert tr.nodes[0].name == "TBackward0" and tr.nodes[0].inputs == ("model.weight",)
 
     inp.requires_grad_(True)  # now the weight (as a transposed view) is saved too
-    tr = tk.trace(model(inp).sum())
+    loss = model(inp).sum()  # the trace holds its output weakly: keep it to run backward
+    tr = tk.trace(loss)
     addmm = next(n for n in tr.nodes if n.name == "AddmmBackward0")
     mat2 = next(r for r in addmm.residuals if r.slot == "mat2")
     assert mat2.role == "output of #0 TBackward0" and mat2.shape == (16, 4)
@@ -165,17 +166,19 @@ def test_custom_hook_residuals_are_named():
     assert r.shape == (4,) and r.storage.nbytes == 16
 
 
-def _mul_chain(n: int, factor: float) -> tk.Trace:
-    """The trace of x * factor * factor ... (n multiplications), summed: a graph n + 1 nodes deep."""
+def _mul_chain(n: int, factor: float) -> tuple[tk.Trace, torch.Tensor]:
+    """The trace of x * factor * factor ... (n multiplications), summed: a graph n + 1 nodes deep
+    (and its output: the trace holds it weakly)."""
     x = torch.randn(4, requires_grad=True)
     v = x
     for _ in range(n):
         v = v * factor
-    return tk.trace(v.sum())
+    y = v.sum()
+    return tk.trace(y), y
 
 
 def test_deep_graph_traces_without_recursion():
-    tr = _mul_chain(5000, 1.001)
+    tr, y = _mul_chain(5000, 1.001)
     assert len(tr.nodes) == 5001
     tr.backward()
     assert len(tr.steps) == 5001
@@ -186,7 +189,7 @@ def test_deep_graph_traces_without_recursion():
 
 @pytest.mark.slow
 def test_hundred_thousand_node_graph_traces_and_backwards():
-    tr = _mul_chain(100_000, 1.0001)
+    tr, y = _mul_chain(100_000, 1.0001)
     assert len(tr.nodes) == 100_001 and len(tr.residuals) == 100_000
     tr.backward()
     assert len(tr.steps) == 100_001

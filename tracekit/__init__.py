@@ -4,17 +4,28 @@ from . import formula, scenarios, transformer  # issue 15: the paper's formula, 
 from .build import build_trace
 from .cost import OpCount, count_ops, cpu_ms
 from .diff import TraceDiff, checkpoint_cache, diff
-from .errors import NestedCaptureError, NoHistoryError, NotATensorError, NotObservableError, TracekitError
+from .errors import (
+    GraphReleasedError,
+    MissingCapabilityError,
+    NestedCaptureError,
+    NoHistoryError,
+    NotATensorError,
+    NotObservableError,
+    TraceFormatError,
+    TracekitError,
+)
 from .exercises import check
 from .lab import SigmoidLab, lab
+from .lifetimes import Lifetime, Lifetimes
 from .memory import DeviceUnavailableError, Measurement, measure
 from .memory_budget import Budget, budget
-from .model import Mutation, Node, Residual, Step, Storage, Trace
+from .model import Mutation, Node, Record, Residual, Step, Storage, Trace
 from .predict import Prediction
 from .record import capture, trace
 from .results import Comparison, ScenarioResult, compare
 from .rules import RULES
 from .storage import format_bytes
+from .trace_format import load as load_trace
 
 __all__ = [
     "RULES",
@@ -52,6 +63,13 @@ __all__ = [
     "TraceDiff",
     "checkpoint_cache",
     "Prediction",
+    "GraphReleasedError",
+    "MissingCapabilityError",
+    "TraceFormatError",
+    "Lifetime",
+    "Lifetimes",
+    "Record",
+    "load_trace",
     "formula",
     "transformer",
 ]

@@ -3,9 +3,9 @@ storages) into the passive records of model.py. Nothing here runs while the forw
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
-from collections import deque
 from typing import Any
 
 import torch
@@ -13,10 +13,26 @@ import torch
 from . import keeper, rules
 from .errors import NoHistoryError, NotATensorError
 from .frames import Names
+from .internals import custom_forward_name, sequence_nr
+from .internals import version as tensor_version
 from .keeper import gc_paused
-from .model import Mutation, Node, Residual, Role, Status, Storage, Trace
+from .live import Live, forward_order, is_leaf_node, walk
+from .model import (
+    CachedValue,
+    HeldIn,
+    Mutation,
+    Node,
+    NodeRow,
+    Record,
+    ResidualRow,
+    Role,
+    Status,
+    StorageRow,
+    Trace,
+    _Data,
+)
 from .progress import Progress
-from .saved import SavedSlot, attributes, is_custom_function, saved_slots, slot_names
+from .saved import SavedSlot, attributes, checkpoint_cache, is_custom_function, saved_slots, slot_names
 from .storage import StorageKey, device_text, has_data, storage_key, storage_nbytes, visible_nbytes, weak_ref
 from .without_data import backend_of_outputs, note_for
 
@@ -24,15 +40,10 @@ Sources = dict[int, tuple[str | None, str]]  # a node's sequence number -> (sour
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 
 
-def is_leaf_node(node: Any) -> bool:
-    """True for an AccumulateGrad node: the end of the graph at a leaf that gets a gradient."""
-    return hasattr(node, "variable")
-
-
 def op_name(node: Any) -> str:
     """The forward op behind a backward node: MulBackward0 -> mul, NativeLayerNormBackward0 -> layer_norm."""
     if is_custom_function(node):
-        return node._forward_cls.__name__
+        return custom_forward_name(node)
     return _op_from_name(node.name())
 
 
@@ -41,21 +52,6 @@ def _op_from_name(name: str) -> str:
     base = re.sub(r"Backward\d*$", "", name.split("::")[-1])
     snake = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
     return snake.removeprefix("native_")
-
-
-def walk(roots: list[Any]) -> list[Any]:
-    """Every backward node reachable from roots (iterative: any depth)."""
-    seen: set[Any] = set()
-    order: list[Any] = []
-    todo = deque(roots)
-    while todo:
-        node = todo.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        order.append(node)
-        todo.extend(n for n, _ in node.next_functions if n is not None and n not in seen)
-    return order
 
 
 def build_trace(
@@ -92,7 +88,8 @@ def _check_outputs(outputs: tuple[Any, ...]) -> list[Any]:
 
 
 class _Builder:
-    """One trace's worth of lookups: leaf labels, storages seen so far, forward positions."""
+    """One trace's worth of lookups: leaf labels, storages seen so far, forward positions, and
+    the record's rows as they are made."""
 
     def __init__(self, outputs: tuple[torch.Tensor, ...], sources: Sources | None, names: Names,
                  mutations: list[Mutation]) -> None:
@@ -104,14 +101,17 @@ class _Builder:
         self.leaves: dict[str, str] = {}  # leaf label -> description
         self.leaf_roles: dict[str, Role] = {}
         self.label_of: dict[Any, str] = {}  # leaf node -> its label (each leaf is looked up once)
-        self.storages: dict[StorageKey, Storage] = {}
+        self.storage_index: dict[StorageKey, int] = {}
+        self.storage_rows: list[list[Any]] = []  # StorageRow fields, residuals as a list while building
+        self.weaks: list[int] = []  # one weak reference per storage
+        self.residual_rows: list[ResidualRow] = []
         self.position: dict[Any, int] = {}
         self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
         self.backend = backend_of_outputs(outputs)  # "meta" / "fake": a trace without data
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         everything = walk(roots)
-        graph_nodes = sorted((n for n in everything if not is_leaf_node(n)), key=lambda n: n._sequence_nr())
+        graph_nodes = forward_order(everything)
         keeper.keep(graph_nodes)
         self.position = {n: i for i, n in enumerate(graph_nodes)}
         # leaves that get gradients: a residual in their storage is theirs (e.g. W.t())
@@ -126,9 +126,30 @@ class _Builder:
         bar.close()
         output_names = [self.names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
                         for t in self.outputs]
-        return Trace(nodes, list(self.storages.values()), self.outputs, graph_nodes, self.leaves,
-                     self.sources is not None, mutations=list(self.mutations), leaf_roles=self.leaf_roles,
-                     output_names=output_names, without_data=self.backend)
+        position = self.position
+        record = Record(
+            tuple(nodes), tuple(self.residual_rows),
+            tuple(StorageRow(k, n, dev, tuple(res), names, p, o, role)
+                  for k, n, dev, res, names, p, o, role in self.storage_rows),
+            tuple(self.leaves.items()), tuple(self.leaf_roles.items()),
+            tuple((position.get(t.grad_fn), name) for t, name in zip(self.outputs, output_names)),
+            self.sources is not None, tuple(self.mutations), self.backend, self.cache(graph_nodes))
+        if self.backend is not None:
+            record = _with_notes(record, self.backend)
+        return Trace(record, Live(self.outputs), weaks=tuple(self.weaks))
+
+    def cache(self, graph_nodes: list[Any]) -> tuple[CachedValue, ...]:
+        """What a selective-checkpoint policy keeps for the checkpointed regions (looked for only
+        when a residual is recomputed: the regions' saved values carry checkpoint hooks)."""
+        if not any(r.place is HeldIn.RECOMPUTED for r in self.residual_rows):
+            return ()
+        found, seen = [], set()
+        for op, t in checkpoint_cache(graph_nodes):
+            key = storage_key(t)
+            if key not in seen:
+                seen.add(key)
+                found.append(CachedValue(op, tuple(t.shape), _dtype_text(t.dtype), storage_nbytes(t), key))
+        return tuple(found)
 
     def leaf_label(self, leaf_node: Any) -> str:
         """The user's name for a leaf (`W`, `model.fc.weight`), else `leaf0`, `leaf1`, ..."""
@@ -146,51 +167,46 @@ class _Builder:
         return label
 
     def node(self, gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...],
-             source: tuple[str | None, str | None]) -> Node:
+             source: tuple[str | None, str | None]) -> NodeRow:
         """One forward op with its residuals (`nexts`: its next_functions; `source`: line and call)."""
         position = self.position
         where, call = source
         inputs = tuple(position[n] if n in position else self.leaf_label(n) for n, _ in nexts if n is not None)
         name = gnode.name()
         by_slot = _rules_of(type(gnode), name, len(nexts))
-        node = Node(name, op_name(gnode), i, where, call, inputs,
-                    attributes=attributes(gnode), described=by_slot is not None,
-                    needs=tuple(n is not None for n, _ in nexts))
-        node.residuals = [self.residual(node, gnode, saved, by_slot) for saved in saved_slots(gnode)]
-        if self.backend is not None:
-            node.note = note_for(node, self.backend)
-        return node
+        first = len(self.residual_rows)
+        for saved in saved_slots(gnode):
+            self.residual(i, gnode, saved, by_slot)
+        return NodeRow(name, op_name(gnode), where, call, inputs, first, len(self.residual_rows) - first,
+                       _plain_attributes(attributes(gnode)), by_slot is not None,
+                       tuple(n is not None for n, _ in nexts), None)
 
-    def residual(self, node: Node, gnode: Any, saved: SavedSlot, by_slot: dict[str, str] | None) -> Residual:
+    def residual(self, node: int, gnode: Any, saved: SavedSlot, by_slot: dict[str, str] | None) -> None:
         """One saved tensor: its size, storage, role and the rule that reads it."""
         t = saved.tensor
         key = storage_key(t) if t is not None and t.layout == torch.strided else None
         role, from_node, from_name, kind = self.role(saved.slot, t, gnode, key)
         storage = self.storage(key, t) if key is not None else None
-        version, saved_version, modified_by = t._version if t is not None else None, None, ()
+        version, saved_version, modified_by = tensor_version(t) if t is not None else None, None, ()
         if saved.status is Status.MODIFIED:
             version, saved_version, modified_by = self.modification(saved.error or "", key, version)
-        residual = Residual(
-            node=node, slot=saved.slot,
-            shape=tuple(t.shape) if t is not None else None,
-            dtype=_dtype_text(t.dtype) if t is not None else None,
-            device=device_text(t.device) if t is not None else None,
-            nbytes=visible_nbytes(t) if t is not None else None,
-            storage=storage, role=role, from_node=from_node, from_name=from_name,
-            rule=rules.rule_text(saved.slot, by_slot),
-            place=saved.place, hook=saved.hook, status=saved.status,
-            version=version, saved_version=saved_version, modified_by=modified_by,
-            preview=_preview(t), error=saved.error, kind=kind,
-        )
         if storage is not None:
-            storage.residuals.append(residual)
-        return residual
+            self.storage_rows[storage][3].append(len(self.residual_rows))
+        if t is None:
+            shape = dtype = device = nbytes = None
+        else:
+            shape, dtype = tuple(t.shape), _dtype_text(t.dtype)
+            device, nbytes = device_text(t.device), visible_nbytes(t)
+        self.residual_rows.append(ResidualRow(
+            node, saved.slot, shape, dtype, device, nbytes, storage, role, rules.rule_text(saved.slot, by_slot),
+            from_node, from_name, saved.place, saved.status, version, saved.error, saved_version, _preview(t),
+            modified_by, kind, saved.hook))
 
-    def storage(self, key: StorageKey, t: torch.Tensor) -> Storage:
-        """The allocation behind a residual, made once per allocation."""
-        storage = self.storages.get(key)
-        if storage is not None:
-            return storage
+    def storage(self, key: StorageKey, t: torch.Tensor) -> int:
+        """The allocation behind a residual (its row index), made once per allocation."""
+        index = self.storage_index.get(key)
+        if index is not None:
+            return index
         parameter_keys = self.parameter_keys
         var, is_param = self.names.get(key, (parameter_keys.get(key), key in parameter_keys))
         is_param = is_param or key in parameter_keys or (t.is_leaf and t.requires_grad)
@@ -198,11 +214,11 @@ class _Builder:
         leaf_role = self.leaf_roles.get(leaf_label) if leaf_label is not None else None
         if leaf_role is None and t.is_leaf and t.requires_grad:
             leaf_role = _leaf_role(t, is_param)
-        storage = self.storages[key] = Storage(
-            key, storage_nbytes(t), device_text(t.device), names=(var,) if var else (), is_parameter=is_param,
-            is_output=key in self.output_keys, weak=weak_ref(t), leaf_role=leaf_role,
-        )
-        return storage
+        index = self.storage_index[key] = len(self.storage_rows)
+        self.storage_rows.append([key, storage_nbytes(t), device_text(t.device), [], (var,) if var else (),
+                                  bool(is_param), key in self.output_keys, leaf_role])
+        self.weaks.append(weak_ref(t))
+        return index
 
     def modification(self, error: str, key: StorageKey | None,
                      version: int | None) -> tuple[int | None, int | None, tuple[Mutation, ...]]:
@@ -221,7 +237,7 @@ class _Builder:
         if t is None:
             return "unknown (not held)", None, None, Role.INTERMEDIATE
         producer = t.grad_fn
-        if producer is not None and producer is not gnode and producer not in position and t._version > 0:
+        if producer is not None and producer is not gnode and producer not in position and tensor_version(t) > 0:
             return "modified in place after it was saved", None, None, Role.INTERMEDIATE
         var, is_param = self.names.get(key, (None, False)) if key is not None else (None, False)
         made = Role.OUTPUT if key in self.output_keys else Role.INTERMEDIATE
@@ -250,7 +266,7 @@ def _node_sources(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...
     consumers run later, so one pass from the last node back settles every node."""
     n = len(graph_nodes)
     owner = [-1] * n  # the sequence number of the call output a node belongs to (-1: none seen)
-    seq = [g._sequence_nr() for g in graph_nodes]
+    seq = [sequence_nr(g) for g in graph_nodes]
     for i in range(n - 1, -1, -1):
         mine = seq[i] if seq[i] in sources else owner[i]
         if mine < 0:
@@ -261,6 +277,29 @@ def _node_sources(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...
             if j is not None and seq[j] not in sources and (owner[j] < 0 or mine < owner[j]):
                 owner[j] = mine
     return [sources[o] if o >= 0 else (None, None) for o in owner]
+
+
+def _with_notes(record: Record, backend: str) -> Record:
+    """The record with each node's note on where `backend` runs another kernel than a real device."""
+    data = _Data(record, None, None)
+    nodes = tuple(row._replace(note=note_for(Node(data, i), backend)) for i, row in enumerate(record.nodes))
+    return dataclasses.replace(record, nodes=nodes)
+
+
+def _plain(value: Any) -> Any:
+    """A saved attribute as plain data: numbers, text, None and tuples of them as they are; the rest as text."""
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, (tuple, list)):
+        return tuple(_plain(v) for v in value)
+    for base in (bool, int, float, str):  # subclasses (an IntEnum, a str enum) as their plain value
+        if isinstance(value, base):
+            return base(value)
+    return str(value)
+
+
+def _plain_attributes(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple((k, _plain(v)) for k, v in attrs.items())
 
 
 def _is_parameter(t: torch.Tensor) -> bool:

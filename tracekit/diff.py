@@ -22,13 +22,10 @@ import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from .errors import DiffError
-from .model import HeldIn, Residual, Status, Trace
+from .model import CachedValue, HeldIn, Residual, Status, Trace
 from .render.table import Table
-from .saved import is_custom_function, raw_slot, slot_names
-from .storage import format_bytes, storage_key, storage_nbytes
+from .storage import format_bytes
 
 if TYPE_CHECKING:
     import graphviz
@@ -36,68 +33,11 @@ if TYPE_CHECKING:
 KEPT, RECOMPUTE, ABSENT, PARAMETER, CACHED = "kept", "recomputed", "-", "parameter / input leaf", "kept (SAC cache)"
 
 
-@dataclass(frozen=True)
-class CachedValue:
-    """An op output a selective-checkpoint policy keeps in the checkpoint's cache."""
-
-    op: str
-    shape: tuple[int, ...]
-    dtype: str
-    nbytes: int  # the whole storage
-    key: Any  # storage key (counted once)
-
-
-def _cell_values(fn: Any) -> dict[str, Any]:
-    out = {}
-    for name, cell in zip(getattr(fn, "__code__", None).co_freevars if hasattr(fn, "__code__") else (),
-                          getattr(fn, "__closure__", None) or ()):
-        try:
-            out[name] = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-    return out
-
-
-def _raw_saved(gnode: Any) -> list[Any]:
-    """Every SavedTensor a node holds (lists flattened), read without unpacking any."""
-    if is_custom_function(gnode):
-        raws = list(gnode._raw_saved_tensors)
-    else:
-        raws = [raw_slot(gnode, name) for name in slot_names(type(gnode))[0]]
-    return [item for raw in raws for item in (raw if isinstance(raw, (list, tuple)) else (raw,))]
-
-
 def checkpoint_cache(trace: Trace) -> list[CachedValue]:
     """The op outputs selective activation checkpointing keeps for this trace's checkpointed
-    regions (found through the checkpoint hooks of its saved tensors; empty without SAC)."""
-    frames: list[Any] = []
-    for gnode in trace._graph_nodes:
-        for raw in _raw_saved(gnode):
-            hook = getattr(raw, "unpack_hook", None)
-            if hook is None or not (getattr(hook, "__module__", "") or "").startswith("torch.utils.checkpoint"):
-                continue
-            frame = _cell_values(hook).get("frame")
-            if frame is not None and not any(frame is f for f in frames):
-                frames.append(frame)
-    found: list[CachedValue] = []
-    seen: set[Any] = set()
-    for frame in frames:
-        context = _cell_values(getattr(frame, "recompute_fn", None)).get("recompute_context")
-        storage = getattr(context, "storage", None)
-        if not isinstance(storage, dict):
-            continue
-        for op, kept in storage.items():
-            values = kept.values() if isinstance(kept, dict) else kept
-            for wrapped in values:
-                tensors = torch.utils._pytree.tree_leaves(getattr(wrapped, "val", None))
-                for t in tensors:
-                    if isinstance(t, torch.Tensor) and t.layout == torch.strided:
-                        key = storage_key(t)
-                        if key not in seen:
-                            seen.add(key)
-                            found.append(CachedValue(str(op), tuple(t.shape), str(t.dtype).removeprefix("torch."),
-                                                     storage_nbytes(t), key))
-    return found
+    regions (found when the trace was built, through the checkpoint hooks of its saved tensors;
+    empty without SAC)."""
+    return list(trace.record.cache)
 
 
 @dataclass(eq=False)

@@ -22,6 +22,18 @@ class NotObservableError(TracekitError, RuntimeError):
     """The trace cannot run or observe backward (for example: built with no outputs)."""
 
 
+class GraphReleasedError(TracekitError, RuntimeError):
+    """The trace's graph is gone: the caller let go of the traced outputs, or the trace was loaded."""
+
+
+class MissingCapabilityError(TracekitError, RuntimeError):
+    """This torch lacks a private internal tracekit needs and has no public fallback (internals.py)."""
+
+
+class TraceFormatError(TracekitError, ValueError):
+    """A trace file cannot be read: not a tracekit trace, or written in another format version."""
+
+
 # measuring, comparing, drawing
 class DeviceUnavailableError(TracekitError, RuntimeError):
     """The requested device is not present here."""

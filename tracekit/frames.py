@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from .internals import module_entries
 from .storage import StorageKey, storage_key
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -103,10 +104,11 @@ def _named_parameters(module: torch.nn.Module, prefix: str) -> Iterator[tuple[st
         if id(m) in seen:
             continue
         seen.add(id(m))
-        for pname, p in m._parameters.items():
+        parameters, children = module_entries(m)
+        for pname, p in parameters:
             if p is not None:
                 yield f"{name}.{pname}", p
-        todo.extend((f"{name}.{cname}", c) for cname, c in reversed(m._modules.items()) if c is not None)
+        todo.extend((f"{name}.{cname}", c) for cname, c in reversed(children) if c is not None)
 
 
 def forget_snapshot(frame: FrameType, scope: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from .errors import DeviceUnavailableError, TracekitError
+from .internals import profiler_event_types
 
 NO_CUDA = "CUDA is not available on this machine: nothing was run on it."
 # A CPU mark allocates and frees a uint8 tensor of a unique size: the allocator's own event
@@ -159,7 +160,7 @@ class MemoryProbe:
 
 def _allocation_events(prof: Any, device: torch.device) -> list[tuple[int, int, int, int, int]]:
     """(time, pointer, bytes, total allocated, total reserved) of every allocation event on `device`."""
-    from torch._C._profiler import _EventType
+    _EventType = profiler_event_types()
 
     out = []
     todo = list(reversed(prof.profiler.kineto_results.experimental_event_tree()))

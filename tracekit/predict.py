@@ -12,35 +12,26 @@
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
 
-from .model import HeldIn, Node, Residual, Status, Storage, Trace
+from .lifetimes import GONE, OUTSIDE, PREDICTED, RECOMPUTED, RETAINED, Lifetime, Lifetimes, holder
+from .model import HeldIn, Record, Residual, Status, Step, Storage, Trace
 from .render.table import Table
 from .storage import format_bytes
 
-PREDICTED = "predicted"
-
-@dataclass(eq=False)
-class PredictedStep:
-    """One reverse rule in the predicted order, with what it releases and frees."""
-
-    index: int
-    node: Node
-    released: list[Residual] = field(default_factory=list)
-    freed: list[Storage] = field(default_factory=list)
+PredictedStep = Step  # a step of the prediction is a Step view over the predicted lifetimes
 
 
-def reverse_order(trace: Trace) -> list[Node]:
-    """The order autograd's engine runs the trace's rules in, from the graph alone: a rule is
-    ready once every rule that feeds it a gradient has run; among ready rules the one whose
-    forward op ran last goes first (the engine's priority by sequence number, one device)."""
-    nodes = trace.nodes
+def reverse_order(record: Record) -> list[int]:
+    """The order autograd's engine runs the trace's rules in (node indexes), from the graph alone:
+    a rule is ready once every rule that feeds it a gradient has run; among ready rules the one
+    whose forward op ran last goes first (the engine's priority by sequence number, one device)."""
+    nodes = record.nodes
     waiting = [0] * len(nodes)
     for node in nodes:
-        for i in node.input_nodes:
-            waiting[i] += 1
-    position = {g: i for i, g in enumerate(trace._graph_nodes)}
-    roots = [position[t.grad_fn] for t in trace._outputs if t.grad_fn in position]
+        for i in node.inputs:
+            if type(i) is int:
+                waiting[i] += 1
+    roots = [i for i, _ in record.outputs if i is not None]
     for r in roots:
         waiting[r] += 1  # the engine's graph root feeds each output
     ready: list[int] = []
@@ -48,58 +39,101 @@ def reverse_order(trace: Trace) -> list[Node]:
         waiting[r] -= 1
         if waiting[r] == 0:
             heapq.heappush(ready, -r)
-    order: list[Node] = []
+    order: list[int] = []
     while ready:
-        node = nodes[-heapq.heappop(ready)]
-        order.append(node)
-        for i in node.input_nodes:
-            waiting[i] -= 1
-            if waiting[i] == 0:
-                heapq.heappush(ready, -i)
+        k = -heapq.heappop(ready)
+        order.append(k)
+        for i in nodes[k].inputs:
+            if type(i) is int:
+                waiting[i] -= 1
+                if waiting[i] == 0:
+                    heapq.heappush(ready, -i)
     return order
 
 
-def _holder(storage: Storage) -> str | None:
-    """What keeps a storage alive after backward, from what the trace knows (None: nothing)."""
-    name = storage.names[0] if storage.names else None
-    if storage.is_parameter:
-        return f"parameter {name}" if name else "a parameter or input leaf"
-    if storage.is_output:
-        return f"output {name}" if name else "the traced output"
-    if name:
-        return f"user variable {name}"
+def fixed_note(record: Record, i: int) -> str | None:
+    """The lifetime of residual i when it has no steps to give (recomputed, gone before tracing,
+    modified in place), else None: the same for a prediction and an observation."""
+    row = record.residuals[i]
+    if row.place is HeldIn.RECOMPUTED:
+        return RECOMPUTED
+    if row.status is Status.RELEASED:
+        return GONE
+    if row.status is Status.MODIFIED:
+        by = ", ".join(str(m) for m in row.modified_by) or "an in-place op"
+        return f"modified in place by {by}: saved at version {row.saved_version}, now {row.version}"
     return None
 
 
-class Prediction:
-    """Predicted reverse steps and free points (nothing run): `steps`, `released_at`, `freed_at`, `held_by`."""
+def storage_holder(record: Record, k: int) -> str | None:
+    """What keeps storage k alive after backward, from what the record knows (None: nothing)."""
+    s = record.storages[k]
+    return holder(s.names, s.is_parameter, s.is_output, s.leaf_role.value if s.leaf_role is not None else None)
 
-    def __init__(self, trace: Trace, steps: list[PredictedStep], retained: bool) -> None:
+
+def predict_lifetimes(record: Record, retain_graph: bool = False) -> Lifetimes:
+    """Every residual's lifetime from the graph's structure: released after its own rule runs,
+    its storage freed after the last rule reading it ran, unless a parameter, an output or a
+    named variable still holds it (or the graph is retained)."""
+    order = reverse_order(record)
+    step_of = {node: k for k, node in enumerate(order)}
+    residuals = record.residuals
+    n_steps = len(order)
+    if retain_graph:
+        lts = tuple(Lifetime(PREDICTED, note=fixed_note(record, i)) if fixed_note(record, i)
+                    else Lifetime(PREDICTED, held_by=RETAINED) for i in range(len(residuals)))
+        return Lifetimes(PREDICTED, tuple(order), lts, ((),) * n_steps, ((),) * n_steps, True)
+    released_at: list[int | None] = [None] * len(residuals)
+    released: list[list[int]] = [[] for _ in order]
+    for i, row in enumerate(residuals):
+        k = step_of.get(row.node)
+        if k is not None and row.status is Status.LIVE and row.place is not HeldIn.RECOMPUTED:
+            released_at[i] = k
+            released[k].append(i)
+    freed_at: list[int | None] = [None] * len(record.storages)
+    freed: list[list[int]] = [[] for _ in order]
+    for j, s in enumerate(record.storages):
+        steps = [released_at[i] for i in s.residuals]
+        if storage_holder(record, j) is not None or not steps or any(k is None for k in steps):
+            continue
+        last = max(steps)  # type: ignore[type-var]
+        freed_at[j] = last
+        freed[last].append(j)
+    lts = []
+    for i, row in enumerate(residuals):
+        note = fixed_note(record, i)
+        if note is not None:
+            lts.append(Lifetime(PREDICTED, note=note))
+            continue
+        k = row.storage
+        free = freed_at[k] if k is not None else None
+        held = None if k is None or free is not None else (storage_holder(record, k) or OUTSIDE)
+        lts.append(Lifetime(PREDICTED, released_at[i], free, held))
+    return Lifetimes(PREDICTED, tuple(order), tuple(lts), tuple(map(tuple, released)), tuple(map(tuple, freed)))
+
+
+class Prediction:
+    """Predicted reverse steps and free points (nothing run): `steps`, `lifetimes`, `released_at`,
+    `freed_at`, `held_by`; the same before and after an observed backward."""
+
+    def __init__(self, trace: Trace, lifetimes: Lifetimes) -> None:
         self.trace = trace
-        self.steps = steps
-        self.retained = retained
-        self.released_at: dict[Residual, int] = {r: s.index for s in steps for r in s.released}
-        self.freed_at: dict[Storage, int] = {st: s.index for s in steps for st in s.freed}
+        self.lifetimes = lifetimes
+        self.retained = lifetimes.retained
+        d = trace._data
+        self.steps = [Step(d, lifetimes, k) for k in range(len(lifetimes.order))]
+        self.released_at: dict[Residual, int] = {r: s.index for s in self.steps for r in s.released}
+        self.freed_at: dict[Storage, int] = {st: s.index for s in self.steps for st in s.freed}
 
     def held_by(self, storage: Storage) -> str | None:
         """What still holds this storage after backward (predicted), or None if it is freed."""
         if self.retained:
-            return "the retained graph (retain_graph=True)"
-        return None if storage in self.freed_at else (_holder(storage) or "something outside the graph")
+            return RETAINED
+        return None if storage in self.freed_at else (storage_holder(self.trace.record, storage.index) or OUTSIDE)
 
     def free_point(self, r: Residual) -> str:
         """The predicted lifetime in words, e.g. `released after step 3; freed after step 5 (predicted)`."""
-        if r.place is HeldIn.RECOMPUTED:
-            return "not kept: recomputed in backward"
-        parts = []
-        if r in self.released_at:
-            parts.append(f"released after step {self.released_at[r]}")
-        if r.storage is not None:
-            if r.storage in self.freed_at:
-                parts.append(f"freed after step {self.freed_at[r.storage]}")
-            else:
-                parts.append(f"held by {self.held_by(r.storage)}")
-        return "; ".join(parts) + f" ({PREDICTED})" if parts else f"kept by the retained graph ({PREDICTED})"
+        return self.lifetimes.residuals[r.index].words()
 
     def table(self) -> Table:
         """Every residual with its predicted free point."""
@@ -128,21 +162,6 @@ class Prediction:
 
 def predict_backward(trace: Trace, retain_graph: bool = False) -> Prediction:
     """The reverse order, release step of each residual and free step of each storage, from structure."""
-    order = reverse_order(trace)
-    steps = [PredictedStep(i, node) for i, node in enumerate(order)]
-    if retain_graph:
-        return Prediction(trace, steps, True)
-    step_of = {node: s for node, s in zip(order, steps)}
-    last: dict[Storage, PredictedStep] = {}
-    for s in steps:
-        s.released = [r for r in s.node.residuals if r.status is Status.LIVE and r.place is not HeldIn.RECOMPUTED]
-        for r in s.released:
-            if r.storage is not None:
-                last[r.storage] = s
-    for storage in trace.storages:
-        if _holder(storage) is not None or storage not in last:
-            continue
-        if any(r.status is not Status.LIVE or r.node not in step_of for r in storage.residuals):
-            continue
-        last[storage].freed.append(storage)
-    return Prediction(trace, steps, False)
+    if not retain_graph:
+        return Prediction(trace, trace._data.prediction())
+    return Prediction(trace, predict_lifetimes(trace.record, True))

@@ -12,6 +12,7 @@ from torch.overrides import TorchFunctionMode
 from .build import Sources, build_trace
 from .errors import NestedCaptureError
 from .frames import caller_names, user_frame, where
+from .internals import sequence_nr, version
 from .model import Mutation, Trace
 from .storage import storage_key
 
@@ -47,9 +48,9 @@ class _Recorder(TorchFunctionMode):
         if roots or mutated is not None:
             line = where(user_frame())
             for root in roots:  # nodes the call made on the way to its outputs get their source in build.py
-                self.sources.setdefault(root._sequence_nr(), (line, call))
+                self.sources.setdefault(sequence_nr(root), (line, call))
             if mutated is not None and mutated.layout == torch.strided:
-                self.mutations.append(Mutation(call, line, storage_key(mutated), mutated._version))
+                self.mutations.append(Mutation(call, line, storage_key(mutated), version(mutated)))
         return result
 
 

@@ -9,13 +9,24 @@ could recompute a checkpointed forward or copy an offloaded value back.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from .internals import (
+    checkpoint_cache,
+    custom_raw_saved,
+    is_custom_function,
+    raw_slot,
+    saved_attribute,
+    slot_names,
+    tensor_attributes,
+)
 from .model import HeldIn, Status
+
+__all__ = ["SavedSlot", "attributes", "checkpoint_cache", "is_custom_function", "raw_slot", "released",
+           "saved_slots", "slot_names"]
 
 
 @dataclass(slots=True)
@@ -30,40 +41,11 @@ class SavedSlot:
     hook: str | None = None  # the unpack hook's qualified name, for HeldIn.HOOK
 
 
-def is_custom_function(node: Any) -> bool:
-    """True for the backward node of a user-defined torch.autograd.Function."""
-    return _custom_kind(type(node))
-
-
-@functools.cache
-def _custom_kind(kind: type) -> bool:
-    return hasattr(kind, "_forward_cls")  # set on the backward class FunctionMeta makes
-
-
-@functools.cache
-def slot_names(kind: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(tensor slots, attribute slots) of a built-in node type: the only scan of `_saved_` names."""
-    names = [a[len("_saved_"):] for a in dir(kind) if a.startswith("_saved_")]
-    names.sort(key=lambda n: (n != "self", n.startswith("result")))  # inputs first, outputs last
-    raw = {a[len("_raw_saved_"):] for a in dir(kind) if a.startswith("_raw_saved_")}
-    return tuple(n for n in names if n in raw), tuple(n for n in names if n not in raw)
-
-
-def raw_slot(node: Any, slot: str) -> Any:
-    """The SavedTensor behind one slot (`tensors[1]` indexes the list), read without unpacking;
-    raises RuntimeError or IndexError when autograd has released a list."""
-    name, _, index = slot.partition("[")
-    raw = getattr(node, "_raw_saved_" + name, None)
-    if index and isinstance(raw, (tuple, list)):
-        raw = raw[int(index.rstrip("]"))]
-    return raw
-
-
 def attributes(node: Any) -> dict[str, Any]:
     """Non-tensor values a node saved (sizes, dims, scalars): shown, never counted as memory."""
     if is_custom_function(node):
         return {k: v for k, v in vars(node).items() if not k.startswith("_")} if hasattr(node, "__dict__") else {}
-    return {name: getattr(node, "_saved_" + name) for name in slot_names(type(node))[1]}
+    return {name: saved_attribute(node, name) for name in slot_names(type(node))[1]}
 
 
 def _hook_place(hook: Any) -> tuple[HeldIn, str | None]:
@@ -117,7 +99,7 @@ def released(node: Any, slots: list[str]) -> list[str]:
     """Which of these slots autograd has released, read without unpacking anything (cheap)."""
     if is_custom_function(node):
         try:
-            _ = node._raw_saved_tensors  # raises once autograd released them
+            _ = custom_raw_saved(node)  # raises once autograd released them
         except RuntimeError:
             return list(slots)
         return []
@@ -137,7 +119,7 @@ def saved_slots(node: Any) -> list[SavedSlot]:
     """Every tensor the node saved for backward, with the slot name PyTorch uses."""
     if is_custom_function(node):
         try:
-            raws = node._raw_saved_tensors
+            raws = custom_raw_saved(node)
         except RuntimeError as err:  # released: PyTorch no longer says how many there were
             return [SavedSlot("saved_tensors", Status.RELEASED, None, error=str(err))]
         values, failure = None, None
@@ -157,7 +139,7 @@ def saved_slots(node: Any) -> list[SavedSlot]:
             for i, raw in enumerate(raws)
         ]
     out: list[SavedSlot] = []
-    for name, raw_attr, value_attr in _tensor_attributes(type(node)):  # self, other, result, ...
+    for name, raw_attr, value_attr in tensor_attributes(type(node)):  # self, other, result, ...
         raw = getattr(node, raw_attr)
         if isinstance(raw, (tuple, list)):
             for i, item in enumerate(raw):
@@ -174,9 +156,3 @@ def saved_slots(node: Any) -> list[SavedSlot]:
                 continue
         out.append(_read_raw(node, name, raw, lambda a=value_attr: getattr(node, a)))
     return [s for s in out if s.status is not Status.NOT_SAVED]
-
-
-@functools.cache
-def _tensor_attributes(kind: type) -> tuple[tuple[str, str, str], ...]:
-    """(slot, its raw attribute, its value attribute) for each tensor slot of a node type."""
-    return tuple((name, "_raw_saved_" + name, "_saved_" + name) for name in slot_names(kind)[0])

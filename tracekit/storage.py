@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import sys
-
 import torch
+
+from .internals import drop_weak_ref, fake_tensor_type, storage_identity, weak_expired, weak_ref
+
+__all__ = ["drop_weak_ref", "weak_expired", "weak_ref"]  # storage weak references live in internals.py
 
 StorageKey = tuple[str, int]
 
 
 def is_fake(t: torch.Tensor) -> bool:
     """True for a FakeTensor (torch._subclasses.FakeTensorMode): a device and a shape, no data."""
-    fake = sys.modules.get("torch._subclasses.fake_tensor")
-    return fake is not None and isinstance(t, fake.FakeTensor)
+    fake = fake_tensor_type()
+    return fake is not None and isinstance(t, fake)
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)  # types that are never fake
@@ -43,7 +45,7 @@ def storage_key(t: torch.Tensor) -> StorageKey:
     storage = t.untyped_storage()
     if has_data(t):
         return (device_text(t.device), storage.data_ptr())
-    return (f"{t.device} (no data)", storage._cdata)
+    return (f"{t.device} (no data)", storage_identity(storage))
 
 
 def storage_nbytes(t: torch.Tensor) -> int:
@@ -64,18 +66,6 @@ def allocated_bytes(nbytes: int, device: str) -> int:
     if device.startswith("cuda"):
         return -(-nbytes // CUDA_BLOCK) * CUDA_BLOCK if nbytes else 0
     return nbytes
-
-
-def weak_ref(t: torch.Tensor) -> int:
-    """A bare weak reference to the storage of `t` (what StorageWeakRef wraps, without the
-    Python object): pass it to weak_expired, and to drop_weak_ref exactly once."""
-    return t.untyped_storage()._weak_ref()
-
-
-weak_expired = torch.UntypedStorage._expired  # weak_expired(ref): True once the memory is gone
-
-
-drop_weak_ref = torch.UntypedStorage._free_weak_ref  # drop_weak_ref(ref): give a weak_ref back, once
 
 
 def format_exact(n: int) -> str:

@@ -17,11 +17,11 @@ from typing import Any
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import keeper
 from ..build import is_leaf_node, walk
 from ..frames import forget_snapshot
+from ..internals import TorchDispatchMode, sequence_nr, storage_identity
 from ..memory import AllocationStream, Measurement
 from ..model import Status
 from ..saved import released, saved_slots
@@ -43,7 +43,7 @@ META_SOURCE = ("predicted on the meta device, nothing run on data: each storage 
 
 def _key(storage: Any) -> int:
     """An allocation's identity: its address, or on the meta device (every address 0) its StorageImpl."""
-    return storage._cdata if storage.device.type == "meta" else storage.data_ptr()
+    return storage_identity(storage) if storage.device.type == "meta" else storage.data_ptr()
 
 
 class _MetaStream(TorchDispatchMode):
@@ -255,7 +255,7 @@ class _Recorder(TorchFunctionMode):
         n = self.passes
         self.frame_held = self._frame_tensors()  # the caller's frames wait, unchanged, while backward runs
         nodes = walk([r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None])
-        keeper.keep(sorted((g for g in nodes if not is_leaf_node(g)), key=lambda g: g._sequence_nr()))
+        keeper.keep(sorted((g for g in nodes if not is_leaf_node(g)), key=sequence_nr))
         self._collect_saved(nodes)  # in its own frame: no saved value outlives the call
         self.mark("after forward", n)
         handles = [node.register_prehook(self._rule_hook(node, n)) for node in nodes]

@@ -16,8 +16,10 @@ from html import escape
 import graphviz
 import numpy as np
 
-from ..model import HeldIn, Node, Residual, Role, Status, Trace
-from ..storage import format_bytes, storage_key
+from ..keeper import gc_paused
+from ..lifetimes import GONE, RECOMPUTED, Lifetimes
+from ..model import HeldIn, Node, Residual, Role, Trace
+from ..storage import format_bytes
 
 FORWARD, REVERSE, RESIDUAL = "#555555", "#1f5fbf", "#d9731a"
 COLLAPSED = "collapsed"
@@ -121,17 +123,12 @@ def _holder(r: Residual) -> str | Role:
 
 def _outputs(trace: Trace) -> list[tuple[int, str]]:
     """(forward node index, name) of each traced output."""
-    position = {g: i for i, g in enumerate(trace._graph_nodes)}
-    named = {s.key: s.names[0] for s in trace.storages if s.is_output and s.names}
-    given = list(getattr(trace, "output_names", []))
+    outputs = trace.record.outputs
     out = []
-    for k, t in enumerate(trace._outputs):
-        i = position.get(t.grad_fn)
+    for k, (i, name) in enumerate(outputs):
         if i is None:
             continue
-        name = given[k] if k < len(given) and given[k] else None
-        name = name or (named.get(storage_key(t)) if str(t.layout) == "torch.strided" else None)
-        out.append((i, name or ("output" if len(trace._outputs) == 1 else f"output {k}")))
+        out.append((i, name or ("output" if len(outputs) == 1 else f"output {k}")))
     return out
 
 
@@ -218,16 +215,15 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
     (solid), then pale while something else still holds its memory."""
     nodes = [trace.nodes[i] for i in sorted(plan.keep)]
     residuals = [r for node in nodes for r in node.residuals]
-    observed = bool(trace.steps)
     n = len(trace.nodes)
-    steps = [s.node.index for s in trace.steps] if observed else [node.index for node in reversed(trace.nodes)]
-    m = len(steps)
-    if plan.hidden or not residuals or n + m > STRIP_MAX_SLOTS or len(residuals) > STRIP_MAX_ROWS:
+    lifetimes = None if plan.hidden or not residuals or len(residuals) > STRIP_MAX_ROWS else trace.lifetimes()
+    m = len(lifetimes.order) if lifetimes is not None else 0
+    if lifetimes is None or n + m > STRIP_MAX_SLOTS:
         why = "no residuals" if not residuals else "too many to draw"
         return (f'<tr><td align="left" colspan="3"><font point-size="9">lifetimes: {why} here; '
                 'tr.table() lists every free point</font></td></tr>')
-    step_at = {idx: k for k, idx in enumerate(steps)}
     total = n + m
+    observed = not lifetimes.predicted
     title = "lifetimes (observed)" if observed else "lifetimes (predicted: backward not run yet)"
     head = [f'<td align="left"><font point-size="9"><b>{title}</b></font></td>',
             f'<td colspan="{n}"><font point-size="8">forward op</font></td>',
@@ -242,17 +238,9 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
     ticks += ['<td></td>']
     rows = ["<tr>" + "".join(head) + "</tr>", "<tr>" + "".join(ticks) + "</tr>"]
     for r in residuals:
-        holder = _holder(r)
-        colour = HOLDER_COLOUR[holder]
+        colour = HOLDER_COLOUR[_holder(r)]
         start = r.node.index
-        if r.place is HeldIn.RECOMPUTED or (r.status is Status.RELEASED and r.released_at is None):
-            end = gone = None
-        elif observed:
-            end = n + r.released_at if r.released_at is not None else total - 1
-            gone = n + r.freed_at if r.freed_at is not None else (end if holder == "graph" else total - 1)
-        else:
-            end = n + step_at.get(r.node.index, m - 1)
-            gone = end if holder == "graph" else total - 1
+        end, gone = _bar(lifetimes, r.index, n, total)
         cells = []
         for slot in range(total):
             if slot == n:
@@ -263,24 +251,27 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
                 cells.append(f'<td bgcolor="{PALE[colour]}"></td>')
             else:
                 cells.append("<td></td>")
-        what = _residual_name(r)
-        where = "" if r.place is HeldIn.GRAPH else f" [{r.held_in}]"
-        free = r.free_point() + where
-        if not observed:
-            free = "predicted: " + _predicted(r, holder, step_at, m)
-        rows.append(f'<tr><td align="left"><font point-size="9">{escape(what)}</font></td>{"".join(cells)}'
-                    '<td width="4"></td>'
-                    f'<td align="left"><font point-size="9"> {escape(free)}</font></td></tr>')
+        rows.append(f'<tr><td align="left"><font point-size="9">{escape(_residual_name(r))}</font></td>'
+                    f'{"".join(cells)}<td width="4"></td>'
+                    f'<td align="left"><font point-size="9"> {escape(_free_words(lifetimes, r))}</font></td></tr>')
     return "".join(rows)
 
 
-def _predicted(r: Residual, holder: str | Role, step_at: dict[int, int], m: int) -> str:
-    if r.place is HeldIn.RECOMPUTED:
-        return "not kept: recomputed in backward"
-    k = step_at.get(r.node.index, m - 1)
-    keeps = {Role.INPUT: "input leaf", Role.PARAMETER: "parameter", Role.OUTPUT: "output", "variable": "a variable"}
-    after = "freed then" if holder == "graph" else f"memory stays ({keeps[holder]})"
-    return f"released after step {k}; {after}"
+def _bar(lifetimes: Lifetimes, i: int, n: int, total: int) -> tuple[int | None, int | None]:
+    """The strip slots where residual i's solid bar ends (its release) and its pale bar ends (its
+    memory gone), read from its lifetime; (None, None) when it has no bar (recomputed, gone)."""
+    lt = lifetimes.residuals[i]
+    if lt.note in (RECOMPUTED, GONE):
+        return None, None
+    end = n + lt.released_at if lt.released_at is not None else total - 1
+    gone = n + lt.freed_at if lt.freed_at is not None else (total - 1 if lt.held_by else end)
+    return end, gone
+
+
+def _free_words(lifetimes: Lifetimes, r: Residual) -> str:
+    """A residual's lifetime in words, with where it is kept when not in the graph."""
+    where = "" if r.place is HeldIn.GRAPH else f" [{r.held_in}]"
+    return lifetimes.residuals[r.index].words() + where
 
 
 GLYPH = {Role.INPUT: "●", Role.PARAMETER: "■", Role.CONSTANT: "▮", Role.OUTPUT: "◉"}
@@ -307,12 +298,10 @@ def _plain_lifetimes(trace: Trace, plan: _Plan) -> list[str]:
     residuals = [r for i in sorted(plan.keep) for r in trace.nodes[i].residuals]
     if plan.hidden or not residuals or len(residuals) > STRIP_MAX_ROWS:
         return ["lifetimes: tr.table() lists every free point"]
-    observed = bool(trace.steps)
-    lines = ["lifetimes (observed):" if observed else "lifetimes (predicted: backward not run yet):"]
-    steps = {idx: k for k, idx in enumerate(node.index for node in reversed(trace.nodes))}
+    lifetimes = trace.lifetimes()
+    lines = ["lifetimes (predicted: backward not run yet):" if lifetimes.predicted else "lifetimes (observed):"]
     for r in residuals:
-        free = r.free_point() if observed else "predicted: " + _predicted(r, _holder(r), steps, len(steps))
-        lines.append(f"  {_residual_name(r)}: saved at #{r.node.index}, {free}")
+        lines.append(f"  {_residual_name(r)}: saved at #{r.node.index}, {_free_words(lifetimes, r)}")
     return lines
 
 
@@ -330,6 +319,13 @@ def _residual_name(r: Residual) -> str:
 
 
 def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: bool | None = None) -> graphviz.Digraph:
+    """Build the graphviz drawing of a trace (see _trace_graph), with the cycle collector paused:
+    the drawing makes many short-lived objects, and each collection would rescan a big trace."""
+    with gc_paused():
+        return _trace_graph(trace, max_nodes, width, html)
+
+
+def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None) -> graphviz.Digraph:
     """Build the graphviz drawing of a trace, at most `width` px wide (big traces fold top to
     bottom; repeated blocks or the middle of a long trace collapse into one box). `html`: draw
     the legend and lifetime strip as an HTML-like label (default: when system `dot` renders;

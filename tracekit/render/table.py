@@ -6,6 +6,7 @@ import html
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
+from ..lifetimes import Lifetime
 from ..model import HeldIn, Residual, Trace
 from ..storage import format_bytes
 
@@ -16,8 +17,9 @@ def _shape(r: Residual) -> str:
     return "?" if r.shape is None else "(" + ", ".join(map(str, r.shape)) + ")"
 
 
-def residual_row(r: Residual) -> tuple[str, ...]:
-    """One residual as table cells."""
+def residual_row(r: Residual, lifetime: Lifetime | None = None) -> tuple[str, ...]:
+    """One residual as table cells (`lifetime`: its lifetime from trace.lifetimes(), read if not given)."""
+    lifetime = lifetime or r.lifetime
     where = "" if r.place is HeldIn.GRAPH else f" [{r.held_in}]"
     return (
         f"#{r.node.index} {r.node.name}",
@@ -28,7 +30,7 @@ def residual_row(r: Residual) -> tuple[str, ...]:
         format_bytes(r.pinned_nbytes) if r.storage is not None else "0 B",
         r.role,
         r.rule,
-        r.free_point() + where,
+        lifetime.words() + where,
     )
 
 
@@ -99,7 +101,12 @@ def html_table(
 
 def residual_table(trace: Trace) -> Table:
     """Every residual with its bytes, role, rule and free point."""
-    return Table(COLUMNS, [residual_row(r) for r in trace.residuals])
+    return Table(COLUMNS, _rows(trace))
+
+
+def _rows(trace: Trace) -> list[tuple[str, ...]]:
+    lifetimes = trace.lifetimes().residuals
+    return [residual_row(r, lifetimes[r.index]) for r in trace.residuals]
 
 
 def _inputs(inputs: tuple[int | str, ...]) -> str:
@@ -124,7 +131,7 @@ def trace_text(trace: Trace) -> str:
         out += [f"  {', '.join(where)}: {note}" for note, where in notes.items()]
     out.append("residuals")
     if trace.residuals:
-        out.append(aligned(COLUMNS, [residual_row(r) for r in trace.residuals], "  "))
+        out.append(aligned(COLUMNS, _rows(trace), "  "))
     else:
         out.append("  (none: no rule saved anything)")
     if trace.steps or trace.error:

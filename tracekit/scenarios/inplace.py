@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..internals import version
 from ..memory import check_device
 from ..model import Status
 from ..record import capture
@@ -105,9 +106,9 @@ def inplace(device: str = "cpu") -> ScenarioResult:
                         ("h.detach().add_(0)", lambda t: t.detach().add_(0)),
                         ("under torch.no_grad(): h.add_(0)", lambda t: _no_grad_add(t))):
         t = base.clone().requires_grad_(True) * 2
-        v0 = t._version
+        v0 = version(t)
         write(t)
-        shared[name] = t._version - v0
+        shared[name] = version(t) - v0
 
     facts = {
         "program": "h = a * 2; y = h.sin(); h.add_(1); y.sum().backward()",

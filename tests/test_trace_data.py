@@ -1,0 +1,222 @@
+"""The trace is data: one lifetime per residual that every view reads, a prediction that backward
+leaves alone, a trace that holds nothing alive, and a record that pickles and round-trips as JSON.
+
+A property test over random graphs (leaves and their views, shared storages, intermediates seen
+through two views, one or two outputs, retain_graph, create_graph) checks each on the real runtime."""
+
+import gc
+import html
+import pickle
+import re
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tracekit as tk
+from tracekit.render.dot import trace_graph
+from tracekit.storage import weak_expired
+
+N = 4
+UNARY = {"exp": torch.exp, "sin": torch.sin, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
+OPS = [*UNARY, "mul", "add", "views", "const"]
+
+
+@st.composite
+def programs(draw):
+    """A small program: leaves, a few ops over a pool of values, one or two scalar outputs."""
+    ops = draw(st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 99), st.integers(0, 99)),
+                        min_size=1, max_size=4))
+    return {"leaves": draw(st.integers(1, 2)), "ops": ops, "outputs": draw(st.integers(1, 2)),
+            "retain": draw(st.booleans()), "create": draw(st.booleans()), "seed": draw(st.integers(0, 3))}
+
+
+def run(program, leaves):
+    """The program's outputs (scalars). Values live only in this function, as in a user's helper."""
+    torch.manual_seed(program["seed"])
+    const = torch.randn(N)
+    pool = [leaf[:N] for leaf in leaves] + [leaf[N:] for leaf in leaves]  # two views of each leaf's storage
+    for op, i, j in program["ops"]:
+        a, b = pool[i % len(pool)], pool[j % len(pool)]
+        if op in UNARY:
+            pool.append(UNARY[op](a))
+        elif op == "mul":
+            pool.append(a * b)
+        elif op == "add":
+            pool.append((a + b).exp())
+        elif op == "const":
+            pool.append(a * const)
+        else:  # one intermediate seen through two views: a shared storage
+            big = torch.cat([a, b]).sin()
+            pool += [big[:N], big[N:]]
+    outs = [pool[-1].sum()]
+    if program["outputs"] == 2:
+        outs.append((pool[len(pool) // 2] * pool[-1]).sum())
+    return outs
+
+
+def make_leaves(program):
+    torch.manual_seed(100 + program["seed"])
+    return [torch.randn(2 * N, requires_grad=True) for _ in range(program["leaves"])]
+
+
+def drawn_lifetimes(tr):
+    """residual label -> its lifetime words, as the drawing shows them (HTML strip and plain lines)."""
+    out_html, out_plain = {}, {}
+    src = trace_graph(tr, html=True).source
+    plain = trace_graph(tr, html=False).source.replace("\\l", "\n")
+    for r in tr.residuals:
+        key = f"#{r.node.index} {r.node.name}.{r.slot} · "
+        rows = [row for row in src.split("<tr>") if html.escape(key) in row]
+        if rows:
+            (row,) = rows
+            out_html[r.label] = html.unescape(re.findall(r'<font point-size="9"> (.*?)</font></td></tr>', row)[-1])
+        lines = [line for line in plain.split("\n") if key in line and ": saved at #" in line]
+        if lines:
+            (line,) = lines
+            out_plain[r.label] = line.split(": saved at #", 1)[1].split(", ", 1)[1].replace('\\"', '"')
+    return out_html, out_plain
+
+
+def check_views_read(tr, lifetimes):
+    """The table, the text and the drawing show exactly these lifetimes."""
+    words = [lt.words() for lt in lifetimes.residuals]
+    table = tr.table()
+    assert [row[-1] for row in table.rows] == words
+    text = tr.text()
+    assert all(("  " + line).rstrip() in text for line in str(table).split("\n"))
+    out_html, out_plain = drawn_lifetimes(tr)
+    expected = {r.label: w for r, w in zip(tr.residuals, words)}
+    drawn = len(tr.residuals) <= 12 and len(tr.nodes) + len(lifetimes.order) <= 32
+    assert out_html == (expected if drawn else {})
+    assert out_plain == (expected if len(tr.residuals) <= 12 else {})
+
+
+def renders(tr):
+    return (tr.text(), str(tr.table()), trace_graph(tr, html=True).source, trace_graph(tr, html=False).source,
+            tr.predict_backward().text(), tr.summary())
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_views_read_one_lifetime_and_the_prediction_survives_backward(program):
+    leaves = make_leaves(program)
+    outs = run(program, leaves)
+    tr = tk.trace(*outs)
+    predicted = tr.predict_backward().lifetimes
+    assert tr.lifetimes() == predicted and predicted.predicted
+    check_views_read(tr, predicted)
+    before = renders(tr)
+    for copy in (pickle.loads(pickle.dumps(tr)), tk.load_trace(tr.to_json())):
+        assert copy.record == tr.record and renders(copy) == before
+    predicted_text = tr.predict_backward().text()
+    retained = tr.predict_backward(retain_graph=True).lifetimes
+
+    tr.backward(retain_graph=program["retain"] or None, create_graph=program["create"])
+    observed = tr.lifetimes()
+    assert not observed.predicted and observed.retained == (program["retain"] or program["create"])
+    check_views_read(tr, observed)
+    assert tr.predict_backward().lifetimes == predicted and tr.predict_backward().text() == predicted_text
+    assert tr.predict_backward(retain_graph=True).lifetimes == retained
+    if not observed.retained:  # the structure predicts what the engine did
+        assert observed.order == predicted.order
+        assert [lt.released_at for lt in observed.residuals] == [lt.released_at for lt in predicted.residuals]
+    after = renders(tr)
+    for copy in (pickle.loads(pickle.dumps(tr)), tk.load_trace(tr.to_json())):
+        assert copy.record == tr.record and copy.lifetimes() == observed and renders(copy) == after
+
+
+def _expired_after_del(program, keep_trace):
+    """Which saved storages are gone once the caller drops the outputs, with the trace kept or not."""
+    leaves = make_leaves(program)
+    outs = run(program, leaves)
+    tr = tk.trace(*outs)
+    if keep_trace:
+        del outs
+        return [s.expired() for s in tr.storages]
+    weaks, tr._data.weaks = tr._data.weaks, None  # keep only the bare weak references: no tracekit object
+    del tr
+    del outs
+    try:
+        return [weak_expired(w) for w in weaks]
+    finally:
+        for w in weaks:
+            torch.UntypedStorage._free_weak_ref(w)
+
+
+@settings(max_examples=40, deadline=None)
+@given(programs())
+def test_deleting_the_outputs_frees_what_plain_pytorch_frees(program):
+    enabled = gc.isenabled()
+    gc.disable()  # no cyclic collector: a trace must not need one to let go
+    try:
+        assert _expired_after_del(program, True) == _expired_after_del(program, False)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_a_kept_trace_does_not_keep_the_saved_value_and_backward_then_says_so():
+    a = torch.randn(1 << 20, requires_grad=True)
+    y = a.exp().sum()  # exp saves its 4 MiB result
+    tr = tk.trace(y)
+    (saved,) = tr.graph_owned_storages()
+    assert saved.nbytes == 4 << 20 and not saved.expired()
+    del y
+    assert saved.expired()  # freed as in plain PyTorch, with tr still held
+    assert "ExpBackward0" in tr.text() and tr.svg  # the record still renders
+    with pytest.raises(tk.GraphReleasedError, match="Keep the output in a variable"):
+        tr.backward()
+    assert issubclass(tk.GraphReleasedError, tk.TracekitError)
+
+
+def test_a_dropped_trace_frees_without_the_cyclic_collector():
+    import weakref
+
+    a = torch.randn(8, requires_grad=True)
+    y = (a.exp() * a).sin().sum()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        tr = tk.trace(y).backward()
+        _ = tr.text(), tr.table(), tr.steps, tr.predict_backward()
+        refs = weakref.ref(tr), weakref.ref(tr._data)
+        del tr, _
+        assert [r() for r in refs] == [None, None]  # reference counting alone freed the trace and its data
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_the_wrong_free_point_the_drawing_used_to_show():
+    """cos's saved x is freed after sin's step (sin still holds it), not after cos's own step."""
+    def f(a):
+        x = a * 2
+        return (x.sin() + x.cos()).sum()
+
+    a = torch.randn(1000, requires_grad=True)
+    y = f(a)
+    tr = tk.trace(y)
+    out_html, out_plain = drawn_lifetimes(tr)
+    cos = "#2 CosBackward0.self"
+    assert out_html[cos] == out_plain[cos] == "released after step 2; freed after step 3 (predicted)"
+    tr.backward()
+    assert tr.residuals[2].free_point() == "released after step 2; freed after step 3"
+    assert tr.predict_backward().free_point(tr.residuals[2]) == "released after step 2; freed after step 3 (predicted)"
+
+
+def test_a_loaded_trace_is_a_record_and_says_so(tmp_path):
+    a = torch.randn(3, requires_grad=True)
+    y = a.exp().sum()
+    tr = tk.trace(y)
+    path = tmp_path / "trace.json"
+    tr.to_json(path)
+    loaded = tk.load_trace(path)
+    assert loaded.record == tr.record and loaded.text() == tr.text()
+    with pytest.raises(tk.GraphReleasedError, match="loaded from a file"):
+        loaded.backward()
+    path.write_text('{"format": "tracekit-trace", "version": 999}')
+    with pytest.raises(tk.TraceFormatError, match="version 999"):
+        tk.load_trace(path)

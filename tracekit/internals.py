@@ -1,0 +1,311 @@
+"""The one door to PyTorch's private internals. Every private attribute tracekit reads (outside
+exercises/ and grading/) is read here, each behind a capability probed once at import: the
+public fallback where one exists, else a MissingCapabilityError that names what this torch lacks.
+
+Capabilities (`CAPABILITIES` says which this torch has):
+- `saved_slots`: a node's saved values as `_saved_<slot>` / `_raw_saved_<slot>` (SavedTensor);
+  custom Functions' `_raw_saved_tensors` and `_forward_cls`. No public fallback.
+- `sequence_nr`: a node's `_sequence_nr()` (forward order). No public fallback.
+- `current_node`: `torch._C._current_autograd_node()` and the shared hook dict
+  (`_register_hook_dict`, `_backward_hooks`): one Python hook for a whole backward. Fallback:
+  one public `register_prehook` per node.
+- `storage_weak_ref`: bare weak references to storages (`_weak_ref`, `_expired`, `_free_weak_ref`).
+  No public fallback.
+- `storage_identity`: a storage's `_cdata` (the identity of meta / fake storages, which have no
+  address). No public fallback.
+- `version_counter`: a tensor's `_version`. No public fallback.
+- `fake_tensor`: `torch._subclasses.fake_tensor.FakeTensor` (read lazily: never imported here).
+- `checkpoint_cache`: selective checkpointing's cache, reached through the closure cells of
+  checkpoint's unpack hooks (`frame`, `recompute_fn`, `recompute_context`); degrades to "no cache".
+- `dispatch_mode`: `torch.utils._python_dispatch.TorchDispatchMode` (memory_budget's recorder).
+- `profiler_events`: `torch._C._profiler._EventType` (memory.py's CPU allocation stream).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .errors import MissingCapabilityError
+
+
+def _probe_saved_slots() -> bool:
+    node = _node()
+    kind = type(node)
+    return hasattr(kind, "_saved_result") and hasattr(kind, "_raw_saved_result") and \
+        hasattr(node._raw_saved_result, "unpack_hook") and hasattr(node._raw_saved_result, "data")
+
+
+def _probe(check: Callable[[], bool]) -> bool:
+    try:
+        return bool(check())
+    except Exception:  # a probe that fails means the capability is missing, whatever the reason
+        return False
+
+
+def _node() -> Any:
+    return torch.ones(1, requires_grad=True).exp().grad_fn
+
+
+CAPABILITIES: dict[str, bool] = {
+    "saved_slots": _probe(_probe_saved_slots),
+    "sequence_nr": _probe(lambda: isinstance(_node()._sequence_nr(), int)),
+    "current_node": _probe(lambda: callable(torch._C._current_autograd_node)
+                           and hasattr(_node(), "_register_hook_dict")),
+    "storage_weak_ref": _probe(lambda: all(hasattr(torch.UntypedStorage, a)
+                                           for a in ("_weak_ref", "_expired", "_free_weak_ref"))),
+    "storage_identity": _probe(lambda: isinstance(torch.empty(0).untyped_storage()._cdata, int)),
+    "version_counter": _probe(lambda: isinstance(torch.empty(0)._version, int)),
+    "dispatch_mode": _probe(lambda: __import__("torch.utils._python_dispatch").utils._python_dispatch
+                            .TorchDispatchMode is not None),
+    "profiler_events": _probe(lambda: __import__("torch._C._profiler", fromlist=["_EventType"])._EventType
+                              is not None),
+}
+
+
+def missing(capability: str, what: str) -> Exception:
+    """The error for a capability this torch lacks (raise it)."""
+    return MissingCapabilityError(
+        f"this PyTorch ({torch.__version__}) lacks `{capability}` ({what}), which tracekit needs here: "
+        f"use a torch that .ci/run tests (see pyproject.toml's torch range).")
+
+
+def require(capability: str, what: str) -> None:
+    """Raise MissingCapabilityError unless this torch has the capability."""
+    if not CAPABILITIES[capability]:
+        raise missing(capability, what)
+
+
+# saved slots -----------------------------------------------------------------------------------
+
+def is_custom_function(node: Any) -> bool:
+    """True for the backward node of a user-defined torch.autograd.Function."""
+    return _custom_kind(type(node))
+
+
+@functools.cache
+def _custom_kind(kind: type) -> bool:
+    return hasattr(kind, "_forward_cls")  # set on the backward class FunctionMeta makes
+
+
+def custom_forward_name(node: Any) -> str:
+    """The name of a custom Function's class (its backward node's forward)."""
+    return node._forward_cls.__name__
+
+
+@functools.cache
+def slot_names(kind: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(tensor slots, attribute slots) of a built-in node type: the only scan of `_saved_` names."""
+    require("saved_slots", "reading what an autograd node saved")
+    names = [a[len("_saved_"):] for a in dir(kind) if a.startswith("_saved_")]
+    names.sort(key=lambda n: (n != "self", n.startswith("result")))  # inputs first, outputs last
+    raw = {a[len("_raw_saved_"):] for a in dir(kind) if a.startswith("_raw_saved_")}
+    return tuple(n for n in names if n in raw), tuple(n for n in names if n not in raw)
+
+
+@functools.cache
+def tensor_attributes(kind: type) -> tuple[tuple[str, str, str], ...]:
+    """(slot, its raw attribute, its value attribute) for each tensor slot of a node type."""
+    return tuple((name, "_raw_saved_" + name, "_saved_" + name) for name in slot_names(kind)[0])
+
+
+def saved_attribute(node: Any, name: str) -> Any:
+    """A non-tensor value a node saved (`_saved_<name>`)."""
+    return getattr(node, "_saved_" + name)
+
+
+def raw_slot(node: Any, slot: str) -> Any:
+    """The SavedTensor behind one slot (`tensors[1]` indexes the list), read without unpacking;
+    raises RuntimeError or IndexError when autograd has released a list."""
+    name, _, index = slot.partition("[")
+    raw = getattr(node, "_raw_saved_" + name, None)
+    if index and isinstance(raw, (tuple, list)):
+        raw = raw[int(index.rstrip("]"))]
+    return raw
+
+
+def custom_raw_saved(node: Any) -> Any:
+    """A custom Function's SavedTensors (raises RuntimeError once autograd released them)."""
+    return node._raw_saved_tensors
+
+
+def release_probe(node: Any, slot: str) -> tuple[str, int | None]:
+    """The raw attribute (and list index) that tells whether a node's saved values are gone: one
+    slot stands for all (a node releases every saved value at once, right after its rule ran)."""
+    if is_custom_function(node):
+        return ("_raw_saved_tensors", None)
+    name, _, index = slot.partition("[")
+    return ("_raw_saved_" + name, int(index.rstrip("]")) if index else None)
+
+
+def is_released(node: Any, probe: tuple[str, int | None]) -> bool:
+    """Read the probe's raw slot without unpacking it: None data (or PyTorch refusing) means released."""
+    attr, index = probe
+    try:
+        raw = getattr(node, attr)
+        if attr == "_raw_saved_tensors":
+            return False  # a custom Function's saved tensors raise once released
+        if index is not None:
+            raw = raw[index]
+        return raw is not None and raw.data is None
+    except (RuntimeError, IndexError):  # "saved tensors ... have already been freed"
+        return True
+
+
+# the graph ---------------------------------------------------------------------------------------
+
+def sequence_nr(node: Any) -> int:
+    """A node's sequence number: autograd's forward order (and the engine's priority)."""
+    return node._sequence_nr()
+
+
+def version(t: torch.Tensor) -> int:
+    """A tensor's version counter (bumped by each in-place write)."""
+    return t._version
+
+
+class PreHook:
+    """One call of `before(node)` as each node of `graph_nodes` is about to run. With the
+    `current_node` capability: one tensor pre-hook shared by every node through one hook dict
+    (registering costs no Python call per node) that asks the engine which node runs; without it,
+    a public `register_prehook` per node. `remove()` makes a later backward call nothing of ours."""
+
+    def __init__(self, graph_nodes: list[Any], before: Callable[[Any], None]) -> None:
+        self.handles: list[Any] = []
+        if CAPABILITIES["current_node"]:
+            current_node = torch._C._current_autograd_node
+
+            def hook(_grad: Any) -> None:
+                before(current_node())
+
+            self.hooks: dict[int, Callable[[Any], None]] = {0: hook}
+            carrier = torch.empty(0)
+            carrier._backward_hooks = self.hooks  # the dict every node's tensor pre-hook reads
+            for g in graph_nodes:
+                g._register_hook_dict(carrier)
+        else:
+            self.hooks = {}
+            self.handles = [g.register_prehook(lambda grads, g=g: before(g)) for g in graph_nodes]
+
+    def remove(self) -> None:
+        """Detach: the nodes keep an empty hook dict (or lose their pre-hooks)."""
+        self.hooks.clear()
+        for h in self.handles:
+            h.remove()
+
+
+# storages ----------------------------------------------------------------------------------------
+
+def storage_identity(storage: torch.UntypedStorage) -> int:
+    """The identity of a storage without an address (meta, fake): its StorageImpl."""
+    require("storage_identity", "telling apart storages that have no memory")
+    return storage._cdata
+
+
+def weak_ref(t: torch.Tensor) -> int:
+    """A bare weak reference to the storage of `t` (what StorageWeakRef wraps, without the
+    Python object): pass it to weak_expired, and to drop_weak_ref exactly once."""
+    require("storage_weak_ref", "knowing when a storage's memory is really gone")
+    return t.untyped_storage()._weak_ref()
+
+
+def _absent(_ref: int) -> bool:
+    raise missing("storage_weak_ref", "knowing when a storage's memory is really gone")
+
+
+weak_expired: Callable[[int], bool] = (torch.UntypedStorage._expired if CAPABILITIES["storage_weak_ref"]
+                                       else _absent)  # weak_expired(ref): True once the memory is gone
+drop_weak_ref: Callable[[int], None] = (torch.UntypedStorage._free_weak_ref if CAPABILITIES["storage_weak_ref"]
+                                        else _absent)  # type: ignore[assignment]
+
+
+def fake_tensor_type() -> type | None:
+    """FakeTensor's class if torch's fake-tensor module is loaded (it is never imported here)."""
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    return getattr(fake, "FakeTensor", None) if fake is not None else None
+
+
+# selective checkpointing's cache -----------------------------------------------------------------
+
+def _cell_values(fn: Any) -> dict[str, Any]:
+    """A function's closure cells by name (empty cells left out)."""
+    out = {}
+    for name, cell in zip(getattr(fn, "__code__", None).co_freevars if hasattr(fn, "__code__") else (),
+                          getattr(fn, "__closure__", None) or ()):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    return out
+
+
+def _raw_saved(gnode: Any) -> list[Any]:
+    """Every SavedTensor a node holds (lists flattened), read without unpacking any."""
+    if is_custom_function(gnode):
+        raws = list(gnode._raw_saved_tensors)
+    else:
+        raws = [raw_slot(gnode, name) for name in slot_names(type(gnode))[0]]
+    return [item for raw in raws for item in (raw if isinstance(raw, (list, tuple)) else (raw,))]
+
+
+def checkpoint_cache(graph_nodes: list[Any]) -> list[tuple[str, torch.Tensor]]:
+    """(op, tensor) of each op output selective activation checkpointing keeps for these nodes'
+    checkpointed regions, found through the closure cells of checkpoint's unpack hooks (empty
+    without SAC, and where a torch names those cells otherwise)."""
+    frames: list[Any] = []
+    for gnode in graph_nodes:
+        for raw in _raw_saved(gnode):
+            hook = getattr(raw, "unpack_hook", None)
+            if hook is None or not (getattr(hook, "__module__", "") or "").startswith("torch.utils.checkpoint"):
+                continue
+            frame = _cell_values(hook).get("frame")
+            if frame is not None and not any(frame is f for f in frames):
+                frames.append(frame)
+    found: list[tuple[str, torch.Tensor]] = []
+    for frame in frames:
+        context = _cell_values(getattr(frame, "recompute_fn", None)).get("recompute_context")
+        storage = getattr(context, "storage", None)
+        if not isinstance(storage, dict):
+            continue
+        for op, kept in storage.items():
+            values = kept.values() if isinstance(kept, dict) else kept
+            for wrapped in values:
+                for t in torch.utils._pytree.tree_leaves(getattr(wrapped, "val", None)):
+                    if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+                        found.append((str(op), t))
+    return found
+
+
+# modes and the profiler --------------------------------------------------------------------------
+
+if CAPABILITIES["dispatch_mode"]:
+    from torch.utils._python_dispatch import TorchDispatchMode
+else:
+    class TorchDispatchMode:  # type: ignore[no-redef]
+        """Stands in for torch's TorchDispatchMode where this torch has none: using it raises."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise missing("dispatch_mode", "watching each aten call while a step runs")
+
+
+def closure_cells(fn: Any) -> list[Any]:
+    """The values in a function's closure cells (empty cells left out)."""
+    return list(_cell_values(fn).values())
+
+
+def module_entries(m: torch.nn.Module) -> tuple[Any, Any]:
+    """(its own parameters, its children) as nn.Module keeps them (`_parameters`, `_modules`):
+    named_parameters() without its generator machinery."""
+    return m._parameters.items(), m._modules.items()
+
+
+def profiler_event_types() -> Any:
+    """torch._C._profiler._EventType (to read the CPU allocator's events)."""
+    require("profiler_events", "reading the CPU allocator's events from the profiler")
+    from torch._C._profiler import _EventType
+
+    return _EventType

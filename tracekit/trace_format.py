@@ -1,0 +1,151 @@
+"""A trace as JSON: the record and the observed lifetimes, versioned (docs/trace-format.md).
+
+`dump(trace)` writes what `load(text)` reads back exactly: `load(dump(tr)).record == tr.record`.
+Tables are `{"fields": [...], "rows": [[...], ...]}` and are read by field name, so a reader
+of this version tolerates fields added later. A loaded trace has no graph: it renders, compares
+and predicts, but `backward()` raises GraphReleasedError."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import TraceFormatError
+from .lifetimes import OBSERVED, Lifetime, Lifetimes
+from .model import (
+    FORMAT_VERSION,
+    CachedValue,
+    HeldIn,
+    Mutation,
+    NodeRow,
+    Record,
+    ResidualRow,
+    Role,
+    Status,
+    StorageRow,
+    Trace,
+)
+
+FORMAT = "tracekit-trace"
+_LIFETIME_FIELDS = ("released_at", "freed_at", "held_by", "note")
+
+
+def _table(rows: tuple[tuple[Any, ...], ...], fields: tuple[str, ...]) -> dict[str, Any]:
+    return {"fields": list(fields), "rows": [list(r) for r in rows]}
+
+
+def _mutation(m: Mutation) -> list[Any]:
+    return [m.call, m.source, list(m.storage), m.version]
+
+
+def to_dict(trace: Trace) -> dict[str, Any]:
+    """The trace as plain JSON-ready data."""
+    rec = trace.record
+    residuals = [r._replace(modified_by=[_mutation(m) for m in r.modified_by]) for r in rec.residuals]
+    out: dict[str, Any] = {
+        "format": FORMAT,
+        "version": rec.version,
+        "nodes": _table(rec.nodes, NodeRow._fields),
+        "residuals": _table(tuple(residuals), ResidualRow._fields),
+        "storages": _table(rec.storages, StorageRow._fields),
+        "leaves": [list(p) for p in rec.leaves],
+        "leaf_roles": [[k, v.value] for k, v in rec.leaf_roles],
+        "outputs": [list(p) for p in rec.outputs],
+        "captured": rec.captured,
+        "mutations": [_mutation(m) for m in rec.mutations],
+        "without_data": rec.without_data,
+        "cache": [[c.op, list(c.shape), c.dtype, c.nbytes, list(c.key)] for c in rec.cache],
+        "observed": None,
+    }
+    lt = trace._data.observed
+    if lt is not None:
+        out["observed"] = {
+            "order": list(lt.order),
+            "residuals": _table(tuple((x.released_at, x.freed_at, x.held_by, x.note) for x in lt.residuals),
+                                _LIFETIME_FIELDS),
+            "released": [list(s) for s in lt.released], "freed": [list(s) for s in lt.freed],
+            "retained": lt.retained, "error": lt.error,
+        }
+    return out
+
+
+def dump(trace: Trace, path: str | Path | None = None) -> str:
+    """The trace as JSON text (written to `path` when given)."""
+    text = json.dumps(to_dict(trace), separators=(",", ":"))
+    if path is not None:
+        Path(path).write_text(text)
+    return text
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists back to the record's tuples, all the way down."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _rows(table: dict[str, Any], kind: Any, convert: dict[str, Any]) -> tuple[Any, ...]:
+    fields = table["fields"]
+    missing = [f for f in kind._fields if f not in fields]
+    if missing:
+        raise TraceFormatError(f"the trace file's {kind.__name__} rows lack {missing}: it is not a tracekit trace.")
+    at = [fields.index(f) for f in kind._fields]
+    out = []
+    for row in table["rows"]:
+        values = {f: _tuples(row[i]) for f, i in zip(kind._fields, at)}
+        for f, fn in convert.items():
+            values[f] = fn(values[f])
+        out.append(kind(**values))
+    return tuple(out)
+
+
+def _mutations(rows: Any) -> tuple[Mutation, ...]:
+    return tuple(Mutation(call, source, tuple(key), version) for call, source, key, version in rows)
+
+
+def _optional_role(v: str | None) -> Role | None:
+    return None if v is None else Role(v)
+
+
+def from_dict(data: dict[str, Any]) -> Trace:
+    """A trace (a record without a graph) from `to_dict`'s data."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise TraceFormatError("this is not a tracekit trace file (no \"format\": \"tracekit-trace\").")
+    if data.get("version") != FORMAT_VERSION:
+        raise TraceFormatError(f"this trace file is format version {data.get('version')}; this tracekit reads "
+                               f"version {FORMAT_VERSION}: load it with the tracekit that wrote it.")
+    record = Record(
+        _rows(data["nodes"], NodeRow, {}),
+        _rows(data["residuals"], ResidualRow, {"place": HeldIn, "status": Status, "kind": Role,
+                                               "modified_by": _mutations}),
+        _rows(data["storages"], StorageRow, {"leaf_role": _optional_role}),
+        _tuples(data["leaves"]),
+        tuple((k, Role(v)) for k, v in data["leaf_roles"]),
+        _tuples(data["outputs"]),
+        data["captured"],
+        _mutations(data["mutations"]),
+        data["without_data"],
+        tuple(CachedValue(op, tuple(shape), dtype, nbytes, tuple(key)) for op, shape, dtype, nbytes, key
+              in data["cache"]),
+    )
+    observed = data.get("observed")
+    lifetimes = None
+    if observed is not None:
+        table = observed["residuals"]
+        at = [table["fields"].index(f) for f in _LIFETIME_FIELDS]
+        lifetimes = Lifetimes(OBSERVED, tuple(observed["order"]),
+                              tuple(Lifetime(OBSERVED, *(row[i] for i in at)) for row in table["rows"]),
+                              _tuples(observed["released"]), _tuples(observed["freed"]),
+                              observed["retained"], observed["error"])
+    return Trace(record, None, lifetimes)
+
+
+def load(source: str | Path) -> Trace:
+    """A trace from a JSON file written by `tr.to_json(path)` (or from the JSON text itself)."""
+    text = str(source)
+    if not text.lstrip().startswith("{"):
+        text = Path(source).read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise TraceFormatError(f"this trace file is not valid JSON ({err}).") from None
+    return from_dict(data)
