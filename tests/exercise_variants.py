@@ -178,9 +178,9 @@ VARIANTS["ex03"] = [
     ("the lesson's measurement with the output; the allocation counted twice", _bytes(
         "return n * n * dtype.itemsize + dtype.itemsize", ITEMSIZE + "return [2 * s * (n - 1) + 8] * 2"),
      {"q1": 0, "q2": 1}),
-    ("a float; the scalar forgotten in the pinned bytes", _bytes(
+    ("a whole float (accepted: a whole number of bytes); the scalar forgotten in the pinned bytes", _bytes(
         "return float(n * n * dtype.itemsize)", ITEMSIZE + "return [2 * s * (n - 1) + 8, s * n]"),
-     {"q1": 0, "q2": 1}),
+     {"q1": 2, "q2": 1}),
 ]
 
 SECOND_FUNC = '''def second_derivative(f, x):

@@ -135,7 +135,7 @@ def draw_inputs(exercise: Exercise, seed: int | None = None) -> dict[str, dict]:
     return {q.name: q.draw(rng) for q in exercise.questions}
 
 
-def _stale_answers(exercise: Exercise) -> dict[str, str]:
+def _stale_answers(exercise: Exercise, namespace: dict[str, Any]) -> dict[str, str]:
     """In a notebook: answers whose last cell run (the newest that defines the name) does not
     compile any more — the kernel still holds the old value, which the grader will not see."""
     try:
@@ -143,7 +143,7 @@ def _stale_answers(exercise: Exercise) -> dict[str, str]:
     except ImportError:
         return {}
     ip = get_ipython()
-    if ip is None:
+    if ip is None or ip.user_ns is not namespace:  # only the notebook's own answers have a cell history
         return {}
     history = list(ip.user_ns.get("In", []))
     found: dict[str, str] = {}
@@ -219,7 +219,7 @@ def check(exercise_id: str, namespace: dict[str, Any] | None = None, seed: int |
     inputs = draw_inputs(exercise, seed)
     observations = {q.name: _time_limited(lambda q=q: probe_one(q, namespace, inputs[q.name]), SELF_CHECK_SECONDS)
                     for q in exercise.questions}
-    for name, why in _stale_answers(exercise).items():
+    for name, why in _stale_answers(exercise, namespace).items():
         observations[name] = {"missing": why}
     results = judge_all(exercise, observations, inputs, _self_measure(exercise, namespace, inputs))
     return deliver(CheckReport(exercise.id, exercise.title, exercise.max_score, results, SELF_CHECK_NOTE))
