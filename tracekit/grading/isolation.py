@@ -26,10 +26,10 @@ from pathlib import Path
 import tracekit
 
 # Each sandbox (as root) gets a uid of its own from this range, leased only when no process and no
-# passwd entry has it. 60600-61099 lies in the range systemd leaves unused (its dynamic service
+# passwd entry has it. 60600-60999 lies in the range systemd leaves unused (its dynamic service
 # users take 61184-65519, homed users 60001-60513); TRACEKIT_SANDBOX_UIDS=first-last moves it.
 SANDBOX_UID_BASE = 60600
-SANDBOX_UID_COUNT = 500
+SANDBOX_UID_COUNT = 400
 
 
 def _uid_range() -> range:
