@@ -257,22 +257,23 @@ def test_assignment_regrading_and_outcomes(tmp_path):
     (subs / "bob").mkdir(parents=True)
     shutil.copy(REF01, subs / "ann.ipynb")
     shutil.copy(REF02, subs / "bob" / "ex02.ipynb")  # not part of the assignment
-    nbformat.write(with_cell(BLANK03, "while True:\n    pass"), subs / "bob" / "ex03.ipynb")
+    nbformat.write(with_cell(BLANK01, "while True:\n    pass"), subs / "bob" / "ex01.ipynb")
     done = _grade_cli(subs, out, "--exercises", "ex01,ex03")
     bob = json.loads((out / "bob" / "report.json").read_text())
     ann = json.loads((out / "ann" / "report.json").read_text())
     assert ann["assigned"] == bob["assigned"] == ["ex01", "ex03"]
     assert (ann["score"], ann["max_score"]) == (5, 9) and (bob["score"], bob["max_score"]) == (0, 9)
-    missing = next(p for p in ann["exercises"] if p["exercise"] == "ex03")
-    assert missing["status"] == "not submitted" and missing["score"] == 0
-    assert all(q["message"] == "not submitted" for q in missing["questions"])
+    for report in (ann, bob):
+        missing = next(p for p in report["exercises"] if p["exercise"] == "ex03")
+        assert missing["status"] == "not submitted" and missing["score"] == 0
+        assert all(q["message"] == "not submitted" for q in missing["questions"])
     problems = " | ".join(bob["problems"])
-    assert "bob/ex02.ipynb: ex02 is not part of this assignment" in problems and "ex01: not submitted" in problems
-    assert [p["exercise"] for p in bob["exercises"]] == ["ex03", "ex01"]  # ex02 was not graded
-    timed_out = next(p for p in bob["exercises"] if p["exercise"] == "ex03")
+    assert "bob/ex02.ipynb: ex02 is not part of this assignment" in problems and "ex03: not submitted" in problems
+    assert [p["exercise"] for p in bob["exercises"]] == ["ex01", "ex03"]  # ex02 was not graded
+    timed_out = next(p for p in bob["exercises"] if p["exercise"] == "ex01")
     assert timed_out["sha256"] and any("CellTimeout" in e for e in timed_out["sandbox"]["cell_errors"])
     for line in timed_out["sandbox"]["cell_errors"] + timed_out["sandbox"]["notes"]:
-        assert f"bob/ex03.ipynb: {line}" in bob["problems"]
+        assert f"bob/ex01.ipynb: {line}" in bob["problems"]
     output = json.loads((out / "bob" / "results.json").read_text())["output"]
     assert "CellTimeout" in output and "ex02 is not part of this assignment" in output
     rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open())}
