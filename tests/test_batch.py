@@ -393,3 +393,34 @@ def test_non_root_policy_as_a_real_unprivileged_user():
         shutil.rmtree(work, ignore_errors=True)
         if made.returncode == 0:
             subprocess.run(["userdel", user], capture_output=True)
+
+
+@pytest.mark.grading
+@as_root
+@pytest.mark.skipif(not ISO.namespaces, reason="needs bubblewrap")
+def test_without_a_cgroup_a_root_grader_still_limits_processes_and_total_memory():
+    """No cgroup (TRACEKIT_CGROUP=none, as in a Kubernetes pod): each sandbox's own uid makes
+    RLIMIT_NPROC its process count, and the grader polls its total memory."""
+    spawn = ("import subprocess\nprocs = []\nfor _ in range(300):\n    try:\n"
+             "        procs.append(subprocess.Popen(['sleep', '60']))\n    except OSError:\n        break\n"
+             "q1_slots = [len(procs)]")
+    hog = ("import subprocess, sys\nchild = 'import time\\nb = b\"x\" * (400 << 20)\\ntime.sleep(20)'\n"
+           "kids = [subprocess.Popen([sys.executable, '-c', child]) for _ in range(4)]\n"
+           "q2_slot = [k.wait() for k in kids]")
+    script = f"""
+import json, random
+from tracekit.exercises import get
+from tracekit.grading import isolation, sandbox
+inputs = {{q.name: q.draw(random.Random(1)) for q in get("ex01").questions}}
+ran = sandbox.run([{spawn!r}, {hog!r}], "ex01", inputs, timeout=240, memory_mb=1024, max_pids=50)
+print(json.dumps({{"iso": isolation.detect().describe(), "obs": ran.observations, "notes": ran.notes,
+                  "survivors": ran.survivors}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TRACEKIT_CGROUP": "none", "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["iso"].startswith("WARNING") and "RLIMIT_NPROC" in got["iso"] and "every 0.2 s" in got["iso"]
+    assert 0 < got["obs"]["q1"]["value"][0] < 50  # 300 asked for: the sandbox's uid may have 50
+    assert "more than its memory limit" in " ".join(got["notes"]), got  # 4 × 400 MB > 1024 MB
+    assert got["survivors"] == 0

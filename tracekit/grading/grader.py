@@ -522,7 +522,8 @@ def _grade_found(found: Any, submissions: Path, out: Path, options: Options,
         say(f"WARNING: {out} holds results of a run with another shard count "
             f"({', '.join(sorted({str(n) for _, n in counts}))}; this run: {options.shard[1]}): students may be "
             "listed twice; grade into fresh results folders, or `tracekit grades` will refuse conflicting scores")
-    hide = tuple(str(p) for p in (submissions.resolve(), out.resolve(), *map(Path, options.hide)))
+    folder = submissions if submissions.is_dir() else submissions.parent  # one notebook: its folder
+    hide = tuple(str(p) for p in (folder.resolve(), out.resolve(), *map(Path, options.hide)))
     opts = dataclasses.replace(options, hide=hide, secret=options.secret or key)
     reports = []
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:

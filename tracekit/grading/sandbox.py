@@ -204,7 +204,7 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, me
         t.start()
     started = time.monotonic()
     quiet = max(cell_timeout, probe_timeout) + 15  # its own timer should have interrupted it by then
-    cpu_at = {"start": 0.0, "progress": 0.0, "seen": progress[0]}
+    cpu_at = {"progress": 0.0, "seen": progress[0]}
     polled_memory = group is None and os.geteuid() == 0 and uid != os.getuid()  # its uid is its own
     last_poll = 0.0
     while proc.poll() is None:
