@@ -345,7 +345,7 @@ def test_a_spinner_does_not_starve_the_submission_beside_it(tmp_path):
         book.cells.insert(3 + i, nbformat.v4.new_code_cell("import time\ntime.sleep(18)"))
     nbformat.write(book, subs / "aaa_spinner.ipynb")  # first in the queue
     shutil.copy(REF01, subs / "honest.ipynb")
-    reports = {r["student"]: r for r in grade_all(subs, out, Options(timeout=240, jobs=2, max_pids=128,
+    reports = {r["student"]: r for r in grade_all(subs, out, Options(timeout=60, jobs=2, max_pids=128,
                                                                       cell_timeout=20), progress=print)}
     honest = reports["honest"]
     assert honest["score"] == honest["max_score"] == 5, honest["problems"]
