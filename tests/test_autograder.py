@@ -124,6 +124,8 @@ def test_only_regular_notebooks_are_picked_up(tmp_path):
     text = " | ".join(notes)
     assert "link.ipynb: passed over (not a regular file)" in text and "pipe.ipynb: passed over" in text
     assert "huge.ipynb: passed over (21 MB" in text
+    assert ".hidden.ipynb: passed over (a hidden file)" in text  # never passed over in silence
+    assert "hw/.ipynb_checkpoints/: passed over (a hidden folder)" in text
     assert find_notebooks(tmp_path / "nope") == ([], [f"no submission folder at {tmp_path / 'nope'}"])
 
 

@@ -155,6 +155,7 @@ def test_a_folder_swapped_for_a_link_after_discovery_is_not_followed(tmp_path):
             read_regular(nb)
 
 
+@pytest.mark.slow  # starts the CLI (imports torch)
 def test_a_missing_or_empty_folder_is_a_one_line_error(tmp_path):
     (tmp_path / "empty").mkdir()
     for target, said in ((tmp_path / "nope", "no such folder or notebook"), (tmp_path / "empty", "no submissions in")):
@@ -193,6 +194,7 @@ def _results(root: Path, student: str, score: float, shard: tuple[int, int]) -> 
     write_report(root, report, _key(root, create=True))
 
 
+@pytest.mark.slow  # starts the CLI (imports torch)
 def test_merging_shards_refuses_a_student_graded_twice_with_different_scores(tmp_path):
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     _results(a, "ann", 5, (1, 2))
