@@ -289,6 +289,8 @@ def test_assignment_regrading_and_outcomes(tmp_path):
     assert json.loads((out / "bob" / "report.json").read_text())["score"] == 4
     done = _grade_cli(subs, out, "--exercises", "ex01,ex03", "--force")
     assert "to grade: 2" in done.stderr and done.stderr.count("--force") == 2
+    done = _grade_cli(subs, out, "--exercises", "ex01,ex03", "--shard", "1/2")
+    assert "holds results of a run with another shard count" in done.stderr
     # one notebook, graded as such
     single = _grade_cli(subs / "ann.ipynb", tmp_path / "one")
     assert "1 students found (single layout)" in single.stderr

@@ -472,8 +472,9 @@ def grade_all(submissions: Path, out: Path, options: Options,
 def _grade_found(found: Any, submissions: Path, out: Path, options: Options,
                  say: Callable[[str], None]) -> list[dict[str, Any]]:
     if not found.notebooks:
+        passed = f" (passed over: {'; '.join(found.ignored[:3])})" if found.ignored else ""
         raise SubmissionError(f"no submissions in {submissions}: it should hold <student>.ipynb files or "
-                              "<student>/ folders (or nbgrader's submitted/<student>/<assignment>/)")
+                              f"<student>/ folders (or nbgrader's submitted/<student>/<assignment>/){passed}")
     iso = check_isolation(options)
     say(iso.describe())
     if iso.cgroup:
