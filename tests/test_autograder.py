@@ -124,6 +124,8 @@ def test_only_regular_notebooks_are_picked_up(tmp_path):
     text = " | ".join(notes)
     assert "link.ipynb: passed over (not a regular file)" in text and "pipe.ipynb: passed over" in text
     assert "huge.ipynb: passed over (21 MB" in text
+    assert ".hidden.ipynb: passed over (a hidden file)" in text  # never passed over in silence
+    assert "hw/.ipynb_checkpoints/: passed over (a hidden folder)" in text
     assert find_notebooks(tmp_path / "nope") == ([], [f"no submission folder at {tmp_path / 'nope'}"])
 
 
@@ -148,12 +150,16 @@ def gradescope(tmp_path_factory):
     names = zipfile.ZipFile(bundle).namelist()
     assert {"setup.sh", "run_autograder", CONFIG} <= set(names)  # at the zip's root, as the spec asks
     assert [n for n in names if n.startswith("wheels/tracekit-") and n.endswith(".whl")]
+    secret = zipfile.ZipFile(bundle).getinfo("tracekit-secret")  # the instructor secret, made now
+    assert (secret.external_attr >> 16) & 0o777 == 0o600 and secret.file_size == 64
     root = tmp / "autograder"
     (root / "source").mkdir(parents=True)
     extract(bundle, root / "source")
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
     config = json.loads((root / "source" / CONFIG).read_text())
     assert config["exercises"] == list(ASSIGNMENT) and config["max_score"] == 9 and config["timeout"] == 60
+    assert config["secret_file"] == "tracekit-secret"
+    assert (root / "source" / "tracekit-secret").stat().st_mode & 0o077 == 0  # unpacked for root only
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}  # only the venv's tracekit
     env.update(AUTOGRADER_ROOT=str(root), TRACEKIT_PYTHON=sys.executable,
                TRACEKIT_REUSE_SITE_PACKAGES=sysconfig.get_paths()["purelib"])
@@ -195,6 +201,7 @@ def test_reference_submission_gets_full_marks(gradescope):
                              "extra.ipynb": SOLUTIONS["ex02"]})
     assert doc["score"] == 9 and all(t["status"] == "passed" for t in doc["tests"])
     assert "extra.ipynb: ex02 is not part of this assignment" in doc["output"]
+    assert "ex02 ·" not in doc["output"]  # reported, not graded (as `tracekit grade --exercises` does)
     assert "hw/ex01.ipynb: ex01" in doc["output"] and "Total: 9 / 9" in doc["output"]
 
 

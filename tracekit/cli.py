@@ -30,21 +30,32 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--b", type=float, default=-0.5, help="bias b (default -0.5)")
     demo.add_argument("--out", default="tracekit-demo.svg", help="where to write the SVG (default ./tracekit-demo.svg)")
     grade = sub.add_parser(
-        "grade", help="grade a folder of submissions (one sandboxed kernel per notebook)",
-        description="Grade SUBMISSIONS (<student>.ipynb files, <student>/ folders, or nbgrader's "
-        "submitted/<student>/<assignment>/) into RESULTS/<student>/results.json (Gradescope), report.json "
-        "and RESULTS/grades.csv. A rerun skips students already graded.",
+        "grade", help="grade a folder of submissions, or one notebook (one sandboxed kernel per notebook)",
+        description="Grade SUBMISSIONS (a folder of <student>.ipynb files and <student>/ folders, nbgrader's "
+        "submitted/<student>/<assignment>/, or one .ipynb file) into RESULTS/<student>/results.json (Gradescope), "
+        "report.json and RESULTS/grades.csv. A rerun grades only the students whose notebooks changed.",
     )
-    grade.add_argument("submissions", help="the folder of submissions")
-    grade.add_argument("--out", required=True, help="the results folder")
+    grade.add_argument("submissions", help="the folder of submissions, or one notebook")
+    grade.add_argument("--out", default="results", help="the results folder (default ./results)")
+    grade.add_argument("--exercises", help="the assignment, e.g. ex01,ex03: an assigned exercise without a notebook "
+                       "scores 0 (not submitted), other notebooks are reported, not graded (default: what each "
+                       "student submitted)")
+    grade.add_argument("--force", action="store_true", help="regrade everyone, changed or not")
+    grade.add_argument("--layout", choices=("auto", "flat", "nbgrader"), default="auto",
+                       help="flat: <student>.ipynb / <student>/; nbgrader: submitted/<student>/<assignment>/; "
+                       "auto (default): nbgrader only when the whole tree has that shape")
+    grade.add_argument("--secret-file", help="the instructor's secret the inputs are drawn from (at least 16 "
+                       "bytes; default: the results folder's key)")
     grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (default 1)")
-    grade.add_argument("--timeout", type=float, default=120, help="wall seconds per notebook (default 120)")
+    grade.add_argument("--timeout", type=float, default=120,
+                       help="seconds per notebook: CPU-seconds where a cpu cgroup counts them (default 120)")
     grade.add_argument("--memory", type=int, default=4096, help="memory limit per notebook in MB (default 4096)")
     grade.add_argument("--shard", default="1/1", help="grade only part i of n, e.g. 2/5 (default 1/1)")
     grade.add_argument("--strict", action="store_true",
                        help="refuse to grade unless every sandbox gets namespaces and a cgroup")
     grade.add_argument("--unsafe", action="store_true",
-                       help="as a non-root user without user namespaces, grade anyway (no isolation)")
+                       help="as a non-root user without user namespaces or a cgroup, grade anyway (without "
+                       "isolation or without limits on a sandbox's processes and total memory)")
     check = sub.add_parser("check", help="grade one notebook the way the instructor will, and print the result",
                            description="Run the grading pipeline (sandboxed kernel, fresh inputs) on one notebook.")
     check.add_argument("notebook")
@@ -170,22 +181,25 @@ def _lab(folder: str | None, print_only: bool, extra: list[str]) -> int:
 def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from pathlib import Path
 
-    from .grading.grader import Options, grade_all, parse_shard
+    from .errors import TracekitError
+    from .grading.grader import Options, grade_all, parse_exercises, parse_shard, read_secret
 
     try:
         shard = parse_shard(args.shard)
+        exercises = parse_exercises(args.exercises)
     except ValueError as err:
         parser.error(str(err))
     if args.jobs < 1 or args.timeout <= 0 or args.memory < 256:
         parser.error("--jobs must be ≥ 1, --timeout > 0 and --memory ≥ 256")
     submissions = Path(args.submissions)
-    if not submissions.is_dir():
-        parser.error(f"no such folder: {submissions}")
-    options = Options(timeout=args.timeout, memory_mb=args.memory, jobs=args.jobs, shard=shard,
-                      strict=args.strict, unsafe=args.unsafe)
-    from .errors import TracekitError
-
+    if not submissions.is_dir() and not (submissions.is_file() and submissions.suffix == ".ipynb"):
+        print(f"tracekit grade: no such folder or notebook: {submissions}", file=sys.stderr)
+        return 2
     try:
+        secret = read_secret(Path(args.secret_file)) if args.secret_file else None
+        options = Options(timeout=args.timeout, memory_mb=args.memory, jobs=args.jobs, shard=shard,
+                          strict=args.strict, unsafe=args.unsafe, exercises=exercises, force=args.force,
+                          layout=args.layout, secret=secret)
         reports = grade_all(submissions, Path(args.out), options)
     except TracekitError as err:
         print(f"tracekit grade: {err}", file=sys.stderr)
@@ -240,21 +254,22 @@ def _release(out: str) -> int:
 def _grades(results: list[str], out: str, exercises: str | None = None) -> int:
     from pathlib import Path
 
-    from .errors import GradebookError
+    from .errors import GradebookError, TracekitError
     from .grading.autograder import parse_exercises
     from .grading.gradebook import grades_text, write_from
-    from .grading.grader import write_atomic
+    from .grading.grader import load_reports, write_atomic
 
     try:
         assigned = list(parse_exercises(exercises)) if exercises else None
         dirs = [Path(r) for r in results]
+        load_reports(dirs)  # a student graded twice with different scores is refused; shards are warned about
         if out == "-" or out.endswith(".csv"):
             text = grades_text(dirs, assigned)
             if out != "-":
                 write_atomic(Path(out), text)
         else:
             book = write_from(dirs, Path(out), assigned)
-    except (GradebookError, ValueError) as err:
+    except (GradebookError, TracekitError, ValueError) as err:
         print(f"tracekit grades: {err}", file=sys.stderr)
         return 2
     if out == "-":

@@ -72,6 +72,10 @@ class IsolationError(TracekitError, RuntimeError):
     """The machine cannot isolate submissions as this run requires: the message says what to do."""
 
 
+class GradesConflictError(TracekitError, ValueError):
+    """Results folders list one student twice with different scores: the message names both."""
+
+
 class AutograderError(TracekitError, RuntimeError):
     """The autograder bundle cannot be built here (for example: not a source checkout of tracekit)."""
 

@@ -10,7 +10,6 @@ the answer runs (memory), it reads a measurement taken outside the answer's proc
 from __future__ import annotations
 
 import ast
-import hashlib
 import importlib
 import importlib.util
 import json
@@ -122,13 +121,6 @@ def judge_all(exercise: Exercise, observations: dict[str, dict], inputs: dict[st
     return results
 
 
-def student_seed(secret: bytes, exercise_id: str, student: str) -> int:
-    """The seed of a student's inputs for an exercise: a function of the instructor's secret, the
-    exercise and the student (so a regrade draws the same inputs, and nobody can predict them)."""
-    digest = hashlib.sha256(secret + b"\0" + exercise_id.encode() + b"\0" + student.encode("utf-8", "surrogatepass"))
-    return int.from_bytes(digest.digest()[:8], "big") >> 1
-
-
 def draw_inputs(exercise: Exercise, seed: int | None = None) -> dict[str, dict]:
     """Inputs for every question, drawn from `seed` (from the OS's randomness if None)."""
     rng = random.Random(seed if seed is not None else secrets.randbits(63))
@@ -238,4 +230,4 @@ def score_text(exercise_id: str, title: str, score: float, max_score: float, que
 
 
 __all__ = ["IDS", "SELF_CHECK_NOTE", "STATUSES", "AnswerError", "AnswerRaised", "Exercise", "Question", "check",
-           "draw_inputs", "get", "judge_all", "measure_one", "probe_all", "probe_one", "score_text", "student_seed"]
+           "draw_inputs", "get", "judge_all", "measure_one", "probe_all", "probe_one", "score_text"]

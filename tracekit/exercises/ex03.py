@@ -60,7 +60,8 @@ EXERCISE = Exercise(
         Question("q1", 2, "pinned_bytes(n, k, dtype): bytes the saved tensors of (big[0, :k] * w).sum() keep alive",
                  "pinned_bytes", probe=_call_probe, draw=_draw_slice, kind="code", details=(
                      "`w = torch.ones(k, dtype=dtype, requires_grad=True)`, `big = torch.randn(n, n, dtype=dtype)` "
-                     "(does not require grad), `y = (big[0, :k] * w).sum()`. Return the bytes (a whole number: an int, a numpy integer or a float such as 800.0 all count) of "
+                     "(does not require grad), `y = (big[0, :k] * w).sum()`. Return the bytes (a whole number: an "
+                     "int, a numpy integer or a float such as 800.0 all count) of "
                      "the allocations (storages) that the graph's **saved tensors** keep alive — what "
                      "`tk.trace(y).saved_bytes` reports. Not `y` itself (you hold it), and not `w` unless a rule "
                      "saves it. `dtype` is `torch.float32` or `torch.float64`; each check calls your function on "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import stat
 import subprocess
@@ -32,6 +33,7 @@ from ..errors import AutograderError
 from .grader import _clamp
 
 CONFIG = "tracekit-autograder.json"
+SECRET = "tracekit-secret"  # the bundle's instructor secret (made when the zip is built): inputs are drawn from it
 VENV = "tracekit-venv"  # under AUTOGRADER_ROOT, made by setup.sh
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024  # larger files are reported, not read
 STUDENT = "student"
@@ -169,7 +171,7 @@ def build(out: Path, options: BundleOptions) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     torch_version = torch_pin()
     config = {
-        "tracekit": __version__, "torch": torch_version, "exercises": list(options.exercises),
+        "tracekit": __version__, "torch": torch_version, "exercises": list(options.exercises), "secret_file": SECRET,
         "timeout": options.timeout, "memory_mb": options.memory_mb,
         "max_score": sum(get(e).max_score for e in options.exercises),
     }
@@ -185,14 +187,15 @@ def build(out: Path, options: BundleOptions) -> Path:
             for name, text in scripts.items():
                 _add(bundle, name, text.encode(), executable=True)
             _add(bundle, CONFIG, (json.dumps(config, indent=2) + "\n").encode())
+            _add(bundle, SECRET, secrets.token_hex(32).encode(), private=True)
             _add(bundle, f"wheels/{wheel.name}", wheel.read_bytes())
         os.replace(partial, out)
     return out
 
 
-def _add(bundle: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
+def _add(bundle: zipfile.ZipFile, name: str, data: bytes, executable: bool = False, private: bool = False) -> None:
     info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-    info.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
+    info.external_attr = ((0o600 if private else 0o755 if executable else 0o644) | stat.S_IFREG) << 16
     info.compress_type = zipfile.ZIP_DEFLATED
     bundle.writestr(info, data)
 
@@ -218,12 +221,24 @@ def find_notebooks(folder: Path) -> tuple[list[Path], list[str]]:
     if not folder.is_dir():
         return found, [f"no submission folder at {folder}"]
     for parent, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__MACOSX")
+        keep = []
+        for d in sorted(dirs):
+            shown = str((Path(parent) / d).relative_to(folder))
+            if os.path.islink(Path(parent) / d):
+                notes.append(f"{shown}/: passed over (a symbolic link)")
+            elif d.startswith(".") or d == "__MACOSX":
+                notes.append(f"{shown}/: passed over (a hidden folder)")
+            else:
+                keep.append(d)
+        dirs[:] = keep
         for name in sorted(files):
-            if not name.endswith(".ipynb") or name.startswith("."):
+            if not name.endswith(".ipynb"):
                 continue
             path = Path(parent) / name
             shown = str(path.relative_to(folder))
+            if name.startswith("."):
+                notes.append(f"{shown}: passed over (a hidden file)")
+                continue
             info = os.lstat(path)
             if not stat.S_ISREG(info.st_mode):
                 notes.append(f"{shown}: passed over (not a regular file)")
@@ -248,8 +263,7 @@ def _read_regular(path: Path) -> bytes:
 
 def grade_submission(root: Path, config: dict[str, Any]) -> dict[str, Any]:
     """Grade `root/submission/` with the trusted grader and return Gradescope's results.json content."""
-    from . import grader
-    from .grader import REPORT, Options, grade_all
+    from .grader import REPORT, Options, folder_for, grade_all, outcomes, read_secret
 
     started = time.monotonic()
     exercises = [e for e in config.get("exercises", []) if isinstance(e, str)]
@@ -266,15 +280,16 @@ def grade_submission(root: Path, config: dict[str, Any]) -> dict[str, Any]:
             except OSError as err:
                 notes.append(f"{path.relative_to(root / 'submission')}: cannot be read ({err})")
                 continue
-            shown[staged] = str(path.relative_to(root / "submission"))
+            shown[f"{STUDENT}/{staged}"] = str(path.relative_to(root / "submission"))
         if shown:
             hide = tuple(str(p) for p in (root / "results", root / "source") if p.is_dir())
+            secret_path = root / "source" / str(config.get("secret_file", SECRET))
             options = Options(timeout=float(config.get("timeout", 120)), memory_mb=int(config.get("memory_mb", 4096)),
-                              jobs=1, hide=hide)
+                              jobs=1, hide=hide, exercises=tuple(exercises) or None,
+                              secret=read_secret(secret_path) if secret_path.is_file() else None)
             log: list[str] = []
             grade_all(folder.parent, Path(tmp) / "out", options, progress=log.append)
             print("\n".join(log), flush=True)  # run_autograder's stdout: the instructor sees it
-            folder_for = getattr(grader, "folder_for", lambda student: student)
             report_path = Path(tmp) / "out" / folder_for(STUDENT) / REPORT
             report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else None
             if report is None:
@@ -284,12 +299,18 @@ def grade_submission(root: Path, config: dict[str, Any]) -> dict[str, Any]:
                 isolated = str(report.get("isolation", ""))
                 if isolated and not isolated.startswith("isolation: full"):
                     notes.append(isolated)
-                notes += [_rename(str(problem), shown) for problem in report.get("problems") or []]
+                told = {line for p in parts for line in outcomes(p)}  # results_json tells these per notebook
+                notes += [_rename(str(problem), shown) for problem in report.get("problems") or []
+                          if problem not in told]
+                parts = [p for p in parts if p.get("status") != "not submitted"]  # results_json says so itself
         for part in parts:
             part["notebook"] = shown.get(str(part.get("notebook")), str(part.get("notebook")))
-            if part.get("problem"):  # the report lists it among its problems too
+            if part.get("problem"):
                 part["problem"] = _rename(str(part["problem"]), shown)
-                notes[:] = [n for n in notes if n != f"{part['notebook']}: {part['problem']}"]
+            box = part.get("sandbox") if isinstance(part.get("sandbox"), dict) else {}
+            for key in ("notes", "cell_errors"):
+                if isinstance(box.get(key), list):
+                    box[key] = [_rename(str(n), shown) for n in box[key]]
     return results_json(exercises, parts, notes, time.monotonic() - started)
 
 
@@ -329,7 +350,9 @@ def results_json(exercises: list[str], parts: list[dict[str, Any]], notes: list[
         if part is not None:
             got = sum(_clamp(judged.get(q.name, {}).get("score"), q.points) for q in exercise.questions)
             lines.append(f"{part['notebook']}: {exercise_id} · {exercise.title}: {got:g} / {exercise.max_score}")
-            lines += [f"  note: {n}" for n in (part.get("sandbox") or {}).get("notes", [])]
+            box = part.get("sandbox") or {}
+            lines += [f"  error: {e}" for e in box.get("cell_errors", [])]
+            lines += [f"  note: {n}" for n in box.get("notes", [])]
         else:
             lines.append(f"{exercise_id} · {exercise.title}: no notebook for this exercise was found in the "
                          "submission (0 / {})".format(exercise.max_score))

@@ -3,9 +3,9 @@
 Each sandbox is `[sh: join the cgroup] → [setpriv: drop to a uid of its own] → bwrap` with
 its own user, mount, PID, IPC, network and UTS namespaces, a root file system built from
 read-only binds of the system, Python and tracekit (with `tracekit/exercises/judges` hidden),
-and a size-capped tmpfs as the only writable place. The cgroup (v2, or v1 memory + pids)
-limits memory and process count for the whole sandbox; at the end the PID namespace's init
-and every process left in the cgroup are killed.
+and a size-capped tmpfs as the only writable place. The cgroup (v2, or v1 memory + pids, and
+cpu + cpuacct where mounted) limits memory, process count and CPU for the whole sandbox; at the
+end the PID namespace's init and every process left in the cgroup are killed.
 """
 
 from __future__ import annotations
@@ -25,7 +25,25 @@ from pathlib import Path
 
 import tracekit
 
-SANDBOX_UID_BASE = 61000  # each sandbox gets its own uid from 61000 ... 61999 (never root)
+# Each sandbox (as root) gets a uid of its own from this range, leased only when no process and no
+# passwd entry has it. 60600-60999 lies in the range systemd leaves unused (its dynamic service
+# users take 61184-65519, homed users 60001-60513); TRACEKIT_SANDBOX_UIDS=first-last moves it.
+SANDBOX_UID_BASE = 60600
+SANDBOX_UID_COUNT = 400
+
+
+def _uid_range() -> range:
+    text = os.environ.get("TRACEKIT_SANDBOX_UIDS", "")
+    try:
+        first, last = (int(x) for x in text.split("-"))
+        if 1000 <= first <= last < 2**31:
+            return range(first, last + 1)
+    except ValueError:
+        pass
+    return range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + SANDBOX_UID_COUNT)
+
+
+SANDBOX_UIDS = _uid_range()
 _UIDS = itertools.count()
 _UID_LOCK = threading.Lock()
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -40,6 +58,7 @@ class Isolation:
     namespaces: bool  # bwrap: user, mount, pid, ipc, net, uts namespaces work
     cgroup: str | None  # "v2", "v1" (memory + pids hierarchies) or None
     missing: tuple[str, ...] = ()  # what is not available, in words
+    cpu: bool = False  # the cgroup has a cpu controller: a CPU quota and CPU-time accounting per sandbox
 
     @property
     def full(self) -> bool:
@@ -49,13 +68,18 @@ class Isolation:
     def describe(self) -> str:
         """One line for the start of a batch and every report."""
         if self.full:
-            return (f"isolation: full (unprivileged uid, user/mount/pid/ipc/net namespaces, cgroup {self.cgroup} "
-                    "memory + process limits)")
+            cpu = " + CPU quota" if self.cpu else ""
+            text = (f"isolation: full (unprivileged uid, user/mount/pid/ipc/net namespaces, cgroup {self.cgroup} "
+                    f"memory + process limits{cpu})")
+            return text if self.cpu else text + "; note: " + "; ".join(self.missing)
         return "WARNING: isolation is INCOMPLETE: " + "; ".join(self.missing)
 
 
 def _bwrap() -> str | None:
     return shutil.which("bwrap")
+
+
+_WANTED = ("memory", "pids", "cpu", "cpuacct")
 
 
 def _own_cgroup_dirs() -> dict[str, Path]:
@@ -72,7 +96,7 @@ def _own_cgroup_dirs() -> dict[str, Path]:
         if controllers == "":
             found["v2"] = unified / rel
         for name in controllers.split(","):
-            if name in ("memory", "pids"):
+            if name in _WANTED:
                 found[name] = CGROUP_ROOT / name / rel
     return found
 
@@ -87,26 +111,43 @@ def _try_mkdir(parent: Path) -> bool:
         return False
 
 
-def _cgroup_parents() -> tuple[str | None, list[Path], str]:
-    """Where sandbox cgroups can be made: (version, parent folders, why not)."""
-    dirs = _own_cgroup_dirs()
+def _cgroup_parents() -> tuple[str | None, dict[str, Path], str]:
+    """Where sandbox cgroups can be made: (version, controller -> parent folder, why not). memory and
+    pids are needed; cpu (and cpuacct on v1) are used where they can be."""
+    dirs = {} if os.environ.get("TRACEKIT_CGROUP") == "none" else _own_cgroup_dirs()  # none: as in a pod
     v2 = dirs.get("v2")
     if v2 is not None and (v2 / "cgroup.subtree_control").exists():
         try:
-            enabled = (v2 / "cgroup.subtree_control").read_text().split()
-            if not {"memory", "pids"} <= set(enabled):
-                (v2 / "cgroup.subtree_control").write_text("+memory +pids")
-                enabled = (v2 / "cgroup.subtree_control").read_text().split()
+            control = v2 / "cgroup.subtree_control"
+            enabled = control.read_text().split()
+            for name in ("memory", "pids", "cpu"):
+                if name not in enabled:
+                    with contextlib.suppress(OSError):
+                        control.write_text(f"+{name}")
+            enabled = control.read_text().split()
             if {"memory", "pids"} <= set(enabled) and _try_mkdir(v2):
-                return "v2", [v2], ""
+                parents = {"memory": v2, "pids": v2}
+                if "cpu" in enabled:
+                    parents["cpu"] = v2
+                return "v2", parents, ""
         except OSError:
             pass
     if "memory" in dirs and "pids" in dirs and all(_try_mkdir(dirs[c]) for c in ("memory", "pids")):
-        return "v1", [dirs["memory"], dirs["pids"]], ""
+        parents = {c: dirs[c] for c in ("memory", "pids")}
+        if "cpu" in dirs and "cpuacct" in dirs and all(_try_mkdir(dirs[c]) for c in ("cpu", "cpuacct")):
+            parents.update(cpu=dirs["cpu"], cpuacct=dirs["cpuacct"])
+        return "v1", parents, ""
+    if os.geteuid() == 0:
+        limits = ("each sandbox has a uid of its own, so its process count is limited (RLIMIT_NPROC), and its "
+                  "memory per process (RLIMIT_AS) and in total (the grader sums its processes' memory every "
+                  "0.2 s and kills it past --memory)")
+    else:
+        limits = ("a sandbox's processes and total memory are not limited (refused without --unsafe; with it, "
+                  "memory is limited per process only)")
     why = ("no writable cgroup with memory and pids controllers (cgroup v2 needs them delegated to this "
            "process's cgroup, e.g. `systemd-run --scope -p Delegate=yes`, or cgroup v1 memory + pids "
-           "mounted writable): memory is capped per process only and the process count by RLIMIT_NPROC")
-    return None, [], why
+           f"mounted writable): {limits}; no CPU quota, and the time limit counts wall time")
+    return None, {}, why
 
 
 @lru_cache(maxsize=1)
@@ -121,7 +162,7 @@ def detect() -> Isolation:
     else:
         stage = new_stage()
         try:
-            argv = _wrap(["/bin/true"], [], 64 << 20, SANDBOX_UID_BASE + 999, stage)
+            argv = _wrap(["/bin/true"], [], 64 << 20, SANDBOX_UIDS[-1], stage)
             done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
         finally:
             remove_stage(stage)
@@ -129,68 +170,128 @@ def detect() -> Isolation:
         if not namespaces:
             missing.append("bubblewrap cannot create user/mount/pid/net namespaces here "
                            f"({done.stderr.strip()[:200] or done.returncode}); allow unprivileged user namespaces")
-    version, _, why = _cgroup_parents()
+    version, parents, why = _cgroup_parents()
     if version is None:
         missing.append(why)
-    return Isolation(root, namespaces, version, tuple(missing))
+    cpu = "cpu" in parents
+    if version is not None and not cpu:
+        missing.append("the cgroup has no cpu controller: no CPU quota per sandbox, and the time limit counts "
+                       "wall time (a submission's processes can slow the ones graded beside it)")
+    return Isolation(root, namespaces, version, tuple(missing), cpu)
 
 
 LEASES = Path("/run/tracekit-sandbox-uids")  # root only: one lock file per uid in use
 
 
 def next_uid() -> int:
-    """A uid no other sandbox of this process has (see `lease_uid` across processes)."""
+    """The next uid of the sandbox range to try (see `lease_uid` for the checks)."""
     with _UID_LOCK:
-        return SANDBOX_UID_BASE + next(_UIDS) % 999
+        return SANDBOX_UIDS[next(_UIDS) % len(SANDBOX_UIDS)]
+
+
+def uid_in_use(uid: int) -> str | None:
+    """Why this uid is not free on this machine (a passwd entry, a process), or None."""
+    import pwd
+
+    try:
+        return f"the user {pwd.getpwuid(uid).pw_name!r} has it"
+    except KeyError:
+        pass
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    return f"process {entry} runs as it"
+    return None
 
 
 def lease_uid() -> tuple[int, int | None]:
-    """A sandbox uid that no other sandbox on this machine, of any grader process, holds now:
-    (uid, descriptor of its lock; close it to give the uid back). Not root: (own uid, None)."""
+    """A sandbox uid that no other sandbox on this machine, of any grader process, holds now, and
+    that no user and no process has: (uid, descriptor of its lock; close it to give the uid back).
+    Not root: (own uid, None)."""
     import fcntl
 
     if os.geteuid() != 0:
         return os.getuid(), None
     LEASES.mkdir(mode=0o700, exist_ok=True)
-    for _ in range(3 * 999):
+    busy = 0
+    for _ in range(2 * len(SANDBOX_UIDS)):
         uid = next_uid()
         fd = os.open(LEASES / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return uid, fd
         except OSError:
             os.close(fd)
-    raise RuntimeError("all 999 sandbox uids are in use: lower --jobs")
+            continue
+        if uid_in_use(uid) is None:
+            return uid, fd
+        busy += 1
+        os.close(fd)
+    raise RuntimeError(f"no free sandbox uid in {SANDBOX_UIDS.start}-{SANDBOX_UIDS.stop - 1} ({busy} taken by users "
+                       "or processes of this machine): lower --jobs or set TRACEKIT_SANDBOX_UIDS=first-last")
 
 
 class Cgroup:
-    """One sandbox's cgroup (v2 folder, or v1 memory + pids folders)."""
+    """One sandbox's cgroup: a v2 folder, or v1 folders per controller (memory, pids; cpu and
+    cpuacct where the machine has them)."""
 
-    def __init__(self, version: str, dirs: list[Path]) -> None:
+    def __init__(self, version: str, dirs: dict[str, Path]) -> None:
         self.version = version
-        self.dirs = dirs
+        self.by_controller = dirs
+        self.dirs = list(dict.fromkeys(dirs.values()))  # v2: one folder for all
 
     @classmethod
-    def create(cls, name: str, memory_bytes: int, max_pids: int) -> Cgroup | None:
-        """Make and limit a fresh cgroup; None when the machine gives none."""
+    def create(cls, name: str, memory_bytes: int, max_pids: int, cpus: float | None = None) -> Cgroup | None:
+        """Make and limit a fresh cgroup (memory, processes, and a CPU quota of `cpus` CPUs where
+        there is a cpu controller); None when the machine gives none."""
         version, parents, _ = _cgroup_parents()
         if version is None:
             return None
-        dirs = [p / name for p in parents]
-        for d in dirs:
-            d.mkdir()
+        dirs = {c: p / name for c, p in parents.items()}
         group = cls(version, dirs)
+        for d in group.dirs:
+            d.mkdir()
+        mem, pids = dirs["memory"], dirs["pids"]
         if version == "v2":
-            group._write(dirs[0] / "memory.max", memory_bytes)
+            group._write(mem / "memory.max", memory_bytes)
             with contextlib.suppress(OSError):
-                group._write(dirs[0] / "memory.swap.max", 0)
-            group._write(dirs[0] / "pids.max", max_pids)
+                group._write(mem / "memory.swap.max", 0)
+            group._write(pids / "pids.max", max_pids)
         else:
-            group._write(dirs[0] / "memory.limit_in_bytes", memory_bytes)
+            group._write(mem / "memory.limit_in_bytes", memory_bytes)
             with contextlib.suppress(OSError):
-                group._write(dirs[0] / "memory.memsw.limit_in_bytes", memory_bytes)
-            group._write(dirs[1] / "pids.max", max_pids)
+                group._write(mem / "memory.memsw.limit_in_bytes", memory_bytes)
+            group._write(pids / "pids.max", max_pids)
+        if "cpu" in dirs:
+            group._limit_cpu(dirs["cpu"], cpus)
         return group
+
+    def _limit_cpu(self, folder: Path, cpus: float | None) -> None:
+        """Equal CPU weight for every sandbox, and at most `cpus` CPUs' worth of time per period."""
+        if self.version == "v2":
+            self._write(folder / "cpu.weight", 100)
+            if cpus:
+                self._write(folder / "cpu.max", f"{max(1000, int(cpus * 100000))} 100000")
+            return
+        self._write(folder / "cpu.shares", 1024)
+        if cpus:
+            try:
+                period = int((folder / "cpu.cfs_period_us").read_text())
+            except (OSError, ValueError):
+                period = 100000
+            self._write(folder / "cpu.cfs_quota_us", max(1000, int(cpus * period)))
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time every process of the sandbox has used so far (None without CPU accounting)."""
+        try:
+            if self.version == "v2":
+                stats = dict(line.split() for line in (self.dirs[0] / "cpu.stat").read_text().splitlines())
+                return int(stats["usage_usec"]) / 1e6
+            if "cpuacct" in self.by_controller:
+                return int((self.by_controller["cpuacct"] / "cpuacct.usage").read_text()) / 1e9
+        except (OSError, ValueError, KeyError):
+            pass
+        return None
 
     @staticmethod
     def _write(path: Path, value: int | str) -> None:
@@ -211,11 +312,12 @@ class Cgroup:
 
     def oom_killed(self) -> bool:
         """Whether the memory limit killed something in it."""
+        mem = self.by_controller.get("memory", self.dirs[0])
         try:
             if self.version == "v2":
-                events = dict(line.split() for line in (self.dirs[0] / "memory.events").read_text().splitlines())
+                events = dict(line.split() for line in (mem / "memory.events").read_text().splitlines())
                 return int(events.get("oom_kill", 0)) > 0
-            return int((self.dirs[0] / "memory.failcnt").read_text()) > 0
+            return int((mem / "memory.failcnt").read_text()) > 0
         except (OSError, ValueError):
             return False
 
@@ -261,10 +363,10 @@ class Cgroup:
 def remove_stale_cgroups() -> int:
     """Remove the empty sandbox cgroups a grader that was killed left behind; how many."""
     removed = 0
-    for parent in _cgroup_parents()[1]:
+    for parent in dict.fromkeys(_cgroup_parents()[1].values()):
         for folder in parent.glob("tracekit-*-*-*"):
             pid = folder.name.split("-")[1]
-            if pid.isdigit() and not os.path.exists(f"/proc/{pid}") and not Cgroup("", [folder]).pids():
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}") and not Cgroup("", {"x": folder}).pids():
                 with contextlib.suppress(OSError):
                     folder.rmdir()
                     removed += 1

@@ -35,6 +35,8 @@ from . import isolation
 
 MAX_OUTPUT_BYTES = 16 << 20  # what a sandbox may send back, in total
 MAX_LINE_BYTES = 8 << 20
+CPUS = 1.0  # CPU quota of one sandbox, in CPUs (where its cgroup has a cpu controller)
+WALL_FACTOR = 3.0  # with CPU accounting, a sandbox may take this many times its CPU budget in wall time
 
 
 @dataclass
@@ -88,8 +90,9 @@ def uid_processes(uid: int) -> list[int]:
 
 
 def _sweep_uid(uid: int) -> int:
-    """SIGKILL every live process of this sandbox's uid (root only); how many are left after."""
-    if os.geteuid() != 0:
+    """SIGKILL every live process of this sandbox's uid (root only; the uid was free when it was
+    leased and is held by this grader, so they are the sandbox's); how many are left after."""
+    if os.geteuid() != 0 or uid == os.getuid():
         return 0
     for _ in range(50):
         left = uid_processes(uid)
@@ -102,26 +105,39 @@ def _sweep_uid(uid: int) -> int:
     return len(uid_processes(uid))
 
 
+def _resident_bytes(pids: list[int]) -> int:
+    """Resident memory of these processes, summed (what a grader without a cgroup can measure)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{pid}/statm", "rb") as fh:
+                total += int(fh.read().split()[1]) * page
+    return total
+
+
 def _launch(job: dict, wall: float, *, memory_mb: int, max_pids: int, tmpfs_mb: int, hide: list[str],
-            nonce: str | None, cell_timeout: float) -> _Outcome:
-    """Start one sandbox, feed it the job, collect its lines, kill it and everything in it."""
+            nonce: str | None, cell_timeout: float, cpus: float | None = None) -> _Outcome:
+    """Start one sandbox, feed it the job, collect its lines, kill it and everything in it. `wall`
+    counts the sandbox's own CPU time where its cgroup accounts for it (then wall-clock time is
+    capped at WALL_FACTOR times that), else wall-clock seconds."""
     iso = isolation.detect()
-    uid, lease = isolation.lease_uid()
+    uid, lease = isolation.lease_uid()  # a uid no user and no process has: nothing to sweep before
     try:
-        _sweep_uid(uid)  # whatever a crashed grader may have left with this uid
         return _launch_as(uid, iso, job, wall, memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb, hide=hide,
-                          nonce=nonce, cell_timeout=cell_timeout)
+                          nonce=nonce, cell_timeout=cell_timeout, cpus=CPUS if cpus is None else cpus)
     finally:
         if lease is not None:
             os.close(lease)
 
 
 def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, memory_mb: int, max_pids: int,
-               tmpfs_mb: int, hide: list[str], nonce: str | None, cell_timeout: float) -> _Outcome:
+               tmpfs_mb: int, hide: list[str], nonce: str | None, cell_timeout: float,
+               cpus: float = 1.0) -> _Outcome:
     group = None
     if iso.cgroup:
         group = isolation.Cgroup.create(f"tracekit-{os.getpid()}-{uid}-{secrets.token_hex(4)}",
-                                        (memory_mb + 64) << 20, max_pids)
+                                        (memory_mb + 64) << 20, max_pids, cpus)
     scratch = None
     if iso.namespaces:
         job = {**job, "workdir": "/tmp/work"}
@@ -191,7 +207,11 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, me
     for t in threads:
         t.start()
     started = time.monotonic()
-    usage = None
+    quiet = max(cell_timeout, probe_timeout) + 15  # its own timer should have interrupted it by then
+    cpu_at = {"progress": 0.0, "seen": progress[0]}
+    polled_memory = group is None and os.geteuid() == 0 and uid != os.getuid()  # its uid is its own
+    last_poll = 0.0
+    usage = None  # the kernel's resource usage of the sandbox's process tree, once it is reaped
     while proc.returncode is None:
         with contextlib.suppress(ChildProcessError):
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -199,12 +219,29 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, me
                 proc.returncode = os.waitstatus_to_exitcode(status)
                 break
         now = time.monotonic()
-        if now - started > wall:
-            exit_reason.append("the time limit ran out")
+        used = group.cpu_seconds() if group is not None else None
+        if progress[0] != cpu_at["seen"]:
+            cpu_at["seen"], cpu_at["progress"] = progress[0], used or 0.0
+        if used is not None:  # its own CPU time counts; wall-clock time only as a far cap
+            if used > wall:
+                exit_reason.append(f"the time limit ran out ({wall:.0f} CPU-seconds)")
+                break
+            if used - cpu_at["progress"] > quiet:
+                exit_reason.append(f"it ran {quiet - 15:.0f} CPU-seconds without progress")
+                break
+        if now - started > (wall * WALL_FACTOR if used is not None else wall):
+            exit_reason.append(f"the time limit ran out ({now - started:.0f} s)")
             break
-        if now - progress[0] > max(cell_timeout, probe_timeout) + 15:  # its own timer did not interrupt it
+        if now - progress[0] > (quiet * WALL_FACTOR if used is not None else quiet):
             exit_reason.append(f"it ran longer than {max(cell_timeout, probe_timeout):.0f} s without progress")
             break
+        if polled_memory and now - last_poll > 0.2:
+            last_poll = now
+            resident = _resident_bytes(uid_processes(uid))
+            if resident > memory_mb << 20:
+                exit_reason.append(f"the sandbox was killed: it used more than its memory limit "
+                                   f"({resident >> 20} MB across its processes, --memory {memory_mb})")
+                break
         time.sleep(0.05)
     _kill(proc)
     with contextlib.suppress(subprocess.TimeoutExpired):
