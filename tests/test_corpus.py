@@ -83,12 +83,15 @@ def _self_check(exercise_id: str, cells: list[str]) -> dict[str, float]:
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
-    shell.reset(new_session=True)
-    for cell in cells:
-        if "tk.check(" in cell:
-            continue
-        shell.run_cell(cell, store_history=True)
-    results = ex.check(exercise_id, shell.user_ns, seed=5)
+    try:
+        shell.reset(new_session=True)
+        for cell in cells:
+            if "tk.check(" in cell:
+                continue
+            shell.run_cell(cell, store_history=True)
+        results = ex.check(exercise_id, shell.user_ns, seed=5)
+    finally:
+        InteractiveShell.clear_instance()
     return {r["name"]: r["score"] for r in results}
 
 

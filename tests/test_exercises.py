@@ -152,10 +152,13 @@ def test_self_check_reports_an_answer_whose_cell_no_longer_compiles():
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
-    shell.reset(new_session=True)
-    shell.run_cell("import torch\nimport tracekit as tk", store_history=True)
-    shell.run_cell("def pinned_bytes(n, k, dtype):\n    return 0", store_history=True)
-    shell.run_cell("def pinned_bytes(n, k, dtype)\n    return 0", store_history=True)  # the edit: no colon
-    results = {r["name"]: r for r in tk.check("ex03", shell.user_ns, seed=1)}
+    try:
+        shell.reset(new_session=True)
+        shell.run_cell("import torch\nimport tracekit as tk", store_history=True)
+        shell.run_cell("def pinned_bytes(n, k, dtype):\n    return 0", store_history=True)
+        shell.run_cell("def pinned_bytes(n, k, dtype)\n    return 0", store_history=True)  # the edit: no colon
+        results = {r["name"]: r for r in tk.check("ex03", shell.user_ns, seed=1)}
+    finally:
+        InteractiveShell.clear_instance()  # later tests run outside IPython
     assert results["q1"]["status"] == "missing" and "syntax error" in results["q1"]["message"]
     assert results["q2"]["status"] == "missing" and "syntax error" not in results["q2"]["message"]

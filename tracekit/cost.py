@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from .internals import TorchDispatchMode
 
 MATMULS = frozenset({"mm", "bmm", "addmm", "matmul", "baddbmm", "addbmm", "linear"})
 VIEWS_AND_COPIES = frozenset({"t", "transpose", "view", "_unsafe_view", "reshape", "expand", "alias", "detach",

@@ -113,6 +113,8 @@ class Gradebook:
 def safe_folder(report: dict[str, Any]) -> str:
     """The report's results folder if it is one plain path component, else the hashed name."""
     folder = str(report.get("folder", ""))
+    if folder == folder_for(str(report.get("student", ""))) and folder.lower() not in OUTPUTS:
+        return folder  # the grader's own rule for this student (plain, or ~slug-hash)
     if _FOLDER.fullmatch(folder) and not folder.endswith((".", " ")) and folder.lower() not in OUTPUTS:
         return folder
     return "student-" + hashlib.sha256(str(report.get("student", "")).encode()).hexdigest()[:12]
