@@ -19,7 +19,7 @@ class Box:
 
 
 def pack(t):
-    return Box(t)
+    return Box(t.detach())
 
 
 def unpack(box):

@@ -1,5 +1,5 @@
 # expect: q1=full q2=full
-# why: dict store keyed by itertools.count, a handle object whose __del__ drops its entry
+# why: dict store of t.detach() keyed by itertools.count, a handle object whose __del__ drops its entry
 # %%
 import torch  # noqa: F401 - for your answers
 
@@ -27,7 +27,7 @@ class Handle:
 
 def pack(t):
     key = next(_keys)
-    _store[key] = t
+    _store[key] = t.detach()  # detached: a saved output would otherwise hold its own node (a cycle gc cannot see)
     return Handle(key)
 
 

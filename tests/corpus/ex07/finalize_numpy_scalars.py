@@ -26,7 +26,7 @@ class Ticket:
 def pack(t):
     COUNTER[0] += 1
     ticket = Ticket(COUNTER[0])
-    STORE[ticket.key] = t
+    STORE[ticket.key] = t.detach()
     weakref.finalize(ticket, STORE.pop, ticket.key, None)
     return ticket
 

@@ -49,7 +49,7 @@ class Store:
 
     def pack(self, t):
         self.next_key += 1
-        self.items[self.next_key] = t
+        self.items[self.next_key] = t.detach()
         return Store.Handle(self, self.next_key)
 
     def unpack(self, handle):
