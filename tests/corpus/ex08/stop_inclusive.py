@@ -1,5 +1,5 @@
 # expect: q1=less
-# why: reads (start, stop) as inclusive and gives (0, L-1) for L = floor(0.6*depth): one block too short, misses the memory budget where L-2 < 0.24*depth
+# why: reads (start, stop) as inclusive and gives (0, L-1) for L = floor(0.6*depth): one block too short, misses the memory budget at depth 6 (L-2 < 0.24*depth)
 # %%
 import torch  # noqa: F401 - for your answers
 
