@@ -1,0 +1,24 @@
+# expect: q1=full q2=full
+# why: each set given as a list (no duplicates, any order)
+# ambiguous: 'give the set' - a list holding the set's members in another order may or may not count as the set
+# %%
+import torch
+
+import tracekit as tk
+
+# %%
+q1_needs = {
+    "R1": ["MulBackward0.other"], "R2": [], "R3": ["MulBackward0.other"], "R4": ["MulBackward0.self"],
+    "R5": ["ExpBackward0.result"], "R6": ["PowBackward0.self"], "R7": ["MmBackward0.mat2"],
+    "R8": ["ReluBackward0.result"], "R9": [],
+    "R10": ["MulBackward0.self", "MulBackward0.other", "TanhBackward0.result", "ExpBackward0.result"],
+}
+
+# %%
+def second_derivative(f, x):
+    (g,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), x)
+    return h
+
+# %%
+tk.check("ex04")

@@ -1,0 +1,29 @@
+# expect: q1=less q2=full
+# why: R1 answered empty: 2 is wrapped as a 0-dim tensor, saved as MulBackward0.other and released (a second backward raises)
+# %%
+import torch
+
+import tracekit as tk
+
+# %%
+q1_needs = {
+    "R1": set(),
+    "R2": set(),
+    "R3": {"MulBackward0.other"},
+    "R4": {"MulBackward0.self"},
+    "R5": {"ExpBackward0.result"},
+    "R6": {"PowBackward0.self"},
+    "R7": {"MmBackward0.mat2"},
+    "R8": {"ReluBackward0.result"},
+    "R9": set(),
+    "R10": {"TanhBackward0.result", "ExpBackward0.result", "MulBackward0.self", "MulBackward0.other"},
+}
+
+# %%
+def second_derivative(f, x):
+    (g,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), x)
+    return h
+
+# %%
+tk.check("ex04")

@@ -1,0 +1,16 @@
+# expect: q1=zero
+# why: checkpoints all blocks in one segment: redoes 100% of the matmuls
+# %%
+import torch  # noqa: F401 - for your answers
+
+import tracekit as tk
+
+# %%
+from tracekit.exercises.ex08 import checkpointed_loss, plain_loss, setup  # noqa: F401 - try it
+
+
+def checkpoint_plan(depth):
+    return [(0, depth)]
+
+# %%
+tk.check("ex08")
