@@ -135,7 +135,7 @@ class Handle:
 
     def __init__(self, t):
         self.key = id(self)  # unique while the handle lives, and the entry lives no longer
-        STORE[self.key] = t
+        STORE[self.key] = t.detach()  # not t: a saved output would hold its own handle
 
     def __del__(self):
         STORE.pop(self.key, None)

@@ -52,7 +52,7 @@ REFERENCE = '''STORE = {}
 class Handle:
     def __init__(self, t):
         self.key = id(self)
-        STORE[self.key] = t
+        STORE[self.key] = t.detach()
 
     def __del__(self):
         STORE.pop(self.key, None)
