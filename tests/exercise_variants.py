@@ -209,9 +209,9 @@ VARIANTS["ex04"] = [
      {"q1": 2, "q2": 3}),
     ("a value no graph saves; the first derivative", {
         "q1": f"q1_needs = {{k: {{'SumBackward0.self'}} for k in {list(NEEDS)!r}}}", "q2": FIRST_ONLY},
-     {"q1": 0, "q2": 1}),
+     {"q1": 0, "q2": 0}),
     ("not a dict; finite differences", {"q1": "q1_needs = ['MulBackward0.other']", "q2": FINITE_DIFF},
-     {"q1": 0, "q2": 1}),
+     {"q1": 0, "q2": 0}),
     ("an extra value everywhere; accumulates in x.grad", {
         "q1": f"q1_needs = {{k: set(v) | {{'X.y'}} for k, v in {NEEDS!r}.items()}}", "q2": INTO_GRAD},
      {"q1": 0, "q2": 2}),
