@@ -47,7 +47,7 @@ def _pair(hooks: object) -> tuple:
 
 
 def _probe(hooks: object, inputs: dict) -> dict:
-    """Two graphs alive under the hooks, each backwarded twice (retain_graph), interleaved: the gradients."""
+    """Two graphs alive under the hooks, backwarded two and three times (retain_graph), interleaved: the gradients."""
     pack, unpack = _pair(hooks)
     dtype = getattr(torch, inputs["dtype"])
     a1 = torch.tensor(inputs["a1"], dtype=dtype, requires_grad=True)
@@ -57,7 +57,8 @@ def _probe(hooks: object, inputs: dict) -> dict:
         y2 = (a2.tanh() * a2).sum()
     student(y2.backward, retain_graph=True)
     student(y1.backward, retain_graph=True)
-    student(y1.backward)  # the second unpack of graph 1's values
+    student(y1.backward, retain_graph=True)  # the second unpack of graph 1's values
+    student(y1.backward)  # and a third: PyTorch allows as many as retain_graph keeps
     student(y2.backward)
     return {"grads": [a1.grad.double().tolist(), a2.grad.double().tolist()]}
 
@@ -108,7 +109,7 @@ EXERCISE = Exercise(
                      "itself makes a cycle through PyTorch's C++ graph that the garbage collector cannot break if "
                      "the graph is dropped without a backward (after a backward, saved values are released and "
                      "the cycle goes). The checker runs two graphs (float32 or "
-                     "float64) under your hooks, backwards each twice in interleaved order, and checks the "
+                     "float64) under your hooks, backwards them two and three times, interleaved, and checks the "
                      "gradients; then it runs "
                      f"{GRADE_SIZE['graphs']} graphs one after another, each saving three tensors of "
                      f"{GRADE_SIZE['n'] * 4 >> 20} MiB, each backwarded twice and dropped, and reads the most "
