@@ -94,7 +94,7 @@ EXERCISE = Exercise(
                   f"on a run of {GRADE_SIZE['steps']} steps with a validation batch of {GRADE_SIZE['val_batch']:,} "
                   "rows, where the grade reads the most memory the whole run needed from the operating system "
                   "(outside your notebook's process) and compares it with the loop done right: one graph kept "
-                  "per step costs about 15 MiB there, and the answer passes when the run needs at most 64 MiB more "
+                  "per step costs about 15 MiB there, and the answer passes when the run needs at most 160 MiB more "
                   "than the reference. Keep your notebook's other cells small (they run in the same "
                   "measurement). The self-check measures a smaller run in your kernel. "
                   f"See {lesson_link(LESSON)}."),

@@ -115,7 +115,7 @@ EXERCISE = Exercise(
                      f"{GRADE_SIZE['n'] * 4 >> 20} MiB, each backwarded twice and dropped, and reads the most "
                      "memory that run needed from the operating system (outside your notebook's process): a "
                      "store that keeps a freed graph's tensors grows by about 24 MiB per graph, and the answer "
-                     "passes when the run needs at most 64 MiB more than a store done right. (What `pack` returns "
+                     "passes when the run needs at most 160 MiB more than a store done right. (What `pack` returns "
                      "is not judged: it cannot be seen from outside your process.) See "
                      f"{lesson_link(LESSON)}."), stub=HOOKS_STUB),
     ),
