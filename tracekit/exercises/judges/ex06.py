@@ -5,8 +5,9 @@ Correct: the diagnostic values after each SGD step (a float or a tensor without 
 the same trained parameters, and — on a 24-step run with a 32,768-row validation batch, in a
 sandbox of its own — a memory high-water mark (the kernel's, of the whole sandbox) at most
 160 MiB above the reference loop's measured the same way (run to run the reference varies by
-under 1 MiB; an honest answer written another way measured up to +96 MiB once). One graph kept per step costs about 15 MiB there (about 360 MiB in all), so every
-way of keeping graphs fails: `val.clone()`,
+under 1 MiB; an honest answer written another way measured up to +96 MiB once). One graph kept
+per step costs about 15 MiB there (about 360 MiB in all), so every way of keeping graphs fails:
+`val.clone()`,
 returning floats while stashing the tensors elsewhere (a global, a closure, a child process),
 keeping every graph and converting at the end. All or nothing: a blank (the buggy loop) scores 0.
 """
