@@ -53,9 +53,11 @@ KERNEL_READY_JS = """() => {
 }"""
 RUN_ALL_JS = """async () => {
   const app = window.jupyterapp;
+  await app.shell.currentWidget.sessionContext.ready;  // on a loaded machine the kernel may not be up yet
   const ok = await app.commands.execute('notebook:run-all-cells');
-  const kernel = app.shell.currentWidget.sessionContext.session.kernel;
-  return {ok, status: kernel.status, dialogs: document.querySelectorAll('.jp-Dialog').length};
+  const session = app.shell.currentWidget.sessionContext.session;
+  const status = session && session.kernel ? session.kernel.status : 'starting';
+  return {ok, status, dialogs: document.querySelectorAll('.jp-Dialog').length};
 }"""
 
 
