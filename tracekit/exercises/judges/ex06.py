@@ -2,7 +2,7 @@
 
 Correct: the diagnostic values after each SGD step (a float or a tensor without history:
 `.item()`, `float()`, `.detach()`, `.data`, or computing it under no_grad / inference_mode),
-the same trained parameters, and — on a 24-step run with a 32,768-row validation batch, in a
+the same trained parameters, and — on a 24-step run with a 65,536-row validation batch, in a
 sandbox of its own — a memory high-water mark (the kernel's, of the whole sandbox) at most
 160 MiB above the reference loop's measured the same way (run to run the reference varies by
 under 1 MiB; an honest answer written another way measured up to +96 MiB once). One graph kept
