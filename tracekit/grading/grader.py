@@ -229,7 +229,7 @@ def _reference_peak(exercise_id: str, question: str, config: str, memory_mb: int
                                      memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb)["peak_bytes"]
 
 
-def grade_notebook(path: Path, student: str, options: Options, nonce: str | None = None) -> dict[str, Any]:
+def grade_notebook(path: Path, student: str, options: Options) -> dict[str, Any]:
     """Grade one notebook: a report entry with per-question scores and what happened."""
     try:
         sub = read(path, student, options.max_notebook_mb << 20)

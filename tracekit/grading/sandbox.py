@@ -117,7 +117,7 @@ def _resident_bytes(pids: list[int]) -> int:
 
 
 def _launch(job: dict, wall: float, *, memory_mb: int, max_pids: int, tmpfs_mb: int, hide: list[str],
-            nonce: str | None, cell_timeout: float, cpus: float | None = None) -> _Outcome:
+            cell_timeout: float, cpus: float | None = None) -> _Outcome:
     """Start one sandbox, feed it the job, collect its lines, kill it and everything in it. `wall`
     counts the sandbox's own CPU time where its cgroup accounts for it (then wall-clock time is
     capped at WALL_FACTOR times that), else wall-clock seconds."""
@@ -125,14 +125,14 @@ def _launch(job: dict, wall: float, *, memory_mb: int, max_pids: int, tmpfs_mb: 
     uid, lease = isolation.lease_uid()  # a uid no user and no process has: nothing to sweep before
     try:
         return _launch_as(uid, iso, job, wall, memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb, hide=hide,
-                          nonce=nonce, cell_timeout=cell_timeout, cpus=CPUS if cpus is None else cpus)
+                          cell_timeout=cell_timeout, cpus=CPUS if cpus is None else cpus)
     finally:
         if lease is not None:
             os.close(lease)
 
 
 def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, memory_mb: int, max_pids: int,
-               tmpfs_mb: int, hide: list[str], nonce: str | None, cell_timeout: float,
+               tmpfs_mb: int, hide: list[str], cell_timeout: float,
                cpus: float = 1.0) -> _Outcome:
     group = None
     if iso.cgroup:
@@ -304,7 +304,7 @@ def _run_notebook(job: dict, code_cells: list[str], started: float, timeout: flo
             result.failures.append(f"the {timeout:.0f} s time limit ran out")
             return None
         cells = [[i, src] for i, src in enumerate(code_cells) if i not in skipped]
-        out = _launch({**job, "cells": cells}, left, nonce=None, **limits)
+        out = _launch({**job, "cells": cells}, left, **limits)
         result.survivors += out.survivors
         if any(x.get("cells_done") is True for x in out.lines):
             return out
@@ -323,7 +323,6 @@ def run(
     code_cells: list[str],
     exercise_id: str,
     inputs: dict[str, Any],
-    nonce: str | None = None,
     timeout: float = 120,
     memory_mb: int = 4096,
     hide: list[str] | None = None,
@@ -334,7 +333,7 @@ def run(
     """Run the notebook as written and probe every answer in a fresh sandbox (a probe that kills it
     costs that question only), then each measured workload in a fresh sandbox of its own (the
     kernel's memory high-water mark of that sandbox is the measurement). Raw observations and
-    kernel measurements come back; nothing is judged here (`nonce` is unused, kept for callers)."""
+    kernel measurements come back; nothing is judged here."""
     from ..exercises import get
 
     started = time.monotonic()
