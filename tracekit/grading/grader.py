@@ -67,7 +67,7 @@ class Options:
     strict: bool = False  # refuse to grade unless namespaces and a cgroup are available
     unsafe: bool = False  # allow grading without namespaces or a cgroup as a non-root user
     max_pids: int = 128  # processes and threads in one sandbox
-    tmpfs_mb: int = 256  # the sandbox's only writable space
+    tmpfs_mb: int = 512  # the sandbox's only writable space (ex07 keeps 288 MiB of graphs alive: a disk store must fit)
     max_notebook_mb: int = MAX_NOTEBOOK_BYTES >> 20
     cell_timeout: float | None = None  # seconds before a cell is interrupted (default: min(60, timeout / 2))
     exercises: tuple[str, ...] | None = None  # the assignment (None: whatever each student submitted)

@@ -328,7 +328,7 @@ def run(
     hide: list[str] | None = None,
     cell_timeout: float | None = None,
     max_pids: int = 128,
-    tmpfs_mb: int = 256,
+    tmpfs_mb: int = 512,
 ) -> SandboxResult:
     """Run the notebook as written and probe every answer in a fresh sandbox (a probe that kills it
     costs that question only), then each measured workload in a fresh sandbox of its own (the
@@ -395,7 +395,7 @@ def measure_reference(exercise_id: str, question: str, cells: list[str], config:
     """The kernel's memory high-water mark of a sandbox that runs trusted reference cells and the
     question's workload (the baseline a submission's measurement is compared with)."""
     result = SandboxResult()
-    lim = {"memory_mb": 4096, "max_pids": 128, "tmpfs_mb": 256, "hide": [], "cell_timeout": 60.0, **limits}
+    lim = {"memory_mb": 4096, "max_pids": 128, "tmpfs_mb": 512, "hide": [], "cell_timeout": 60.0, **limits}
     out = _run_notebook({"mode": "measure", "exercise": exercise_id, "question": question, "config": config},
                         cells, time.monotonic(), 300.0, lim, result, set())
     values = next((x["measured"] for x in out.lines if isinstance(x.get("measured"), dict)), None) if out else None

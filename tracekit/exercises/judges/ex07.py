@@ -4,7 +4,9 @@ q1: correct = the number of pack calls, counted by running the program under cou
 Wrong: counting ops instead of saved tensors; forgetting the saved scalar, or a value saved
 twice (sin and cos both save a: two packs).
 q2: correct = gradients right with two graphs alive, each backwarded twice in interleaved
-order, in float32 or float64 (half); and, on 16 graphs run one after another (three 8 MiB saved
+order, in float32 or float64, and with 12 big graphs alive at once (288 MiB saved: more than the margin
+below, so a store that bounds itself by evicting loses live entries here or keeps too much there)
+(half); and, on 16 graphs run one after another (three 8 MiB saved
 tensors each), the same gradients and a memory high-water mark — the kernel's, of a sandbox of
 its own — at most 160 MiB above a store that lets go (half). What pack returns is not judged:
 it cannot be seen from outside the answer's process, so returning the tensor itself passes. Look-right-but-wrong:
@@ -102,6 +104,13 @@ def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
     if not (len(grads) == 2 and close(grads[0], want[0], tol) and close(grads[1], want[1], tol)):
         return 0.0, ("gradients changed: with two graphs alive and each backwarded twice, every unpack must return "
                      "exactly the tensor its own pack received (unique handles, still valid on a second unpack)")
+    alive = inputs["alive"]
+    alive_sums = _workload_sums(json.dumps(alive, sort_keys=True))
+    if "alive_error" in obs or not close(obs.get("alive_sums"), alive_sums, 1e-4):
+        why = f" ({obs['alive_error']})" if "alive_error" in obs else ""
+        return 0.0, (f"with {alive['graphs']} big graphs alive at once the gradients changed{why}: a store must keep "
+                     "every tensor whose graph is alive, however many there are (it may let one go only when its "
+                     "handle is dropped)")
     measured = obs.get("measured") or {}
     how = measured.get("how")
     config = inputs["measure"]["self" if how == "watch" else "grade"]
