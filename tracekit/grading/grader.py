@@ -223,7 +223,8 @@ def _clamp(value: Any, most: float) -> float:
 def _reference_peak(exercise_id: str, question: str, config: str, memory_mb: int, max_pids: int,
                     tmpfs_mb: int) -> int:
     """The kernel's memory high-water mark of the reference answer's measured workload, in a sandbox
-    like a submission's (measured once per grading process and configuration)."""
+    like a submission's (measured once per grading process and workload size: the memory depends on
+    the sizes, not on the values a student's seed draws, so the reference runs with seed 0)."""
     judges = importlib.import_module(f"tracekit.exercises.judges.{exercise_id}")
     return sandbox.measure_reference(exercise_id, question, judges.reference_cells(question), json.loads(config),
                                      memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb)["peak_bytes"]
@@ -246,9 +247,9 @@ def grade_notebook(path: Path, student: str, options: Options) -> dict[str, Any]
     measured: dict[str, dict] = {}
     notes = sub.warnings + ran.notes
     for name, m in ran.measured.items():
-        config = inputs[name]["measure"]["grade"]
+        sizes = {**inputs[name]["measure"]["grade"], "seed": 0}
         try:
-            base = _reference_peak(sub.exercise, name, json.dumps(config, sort_keys=True), options.memory_mb,
+            base = _reference_peak(sub.exercise, name, json.dumps(sizes, sort_keys=True), options.memory_mb,
                                    options.max_pids, options.tmpfs_mb)
         except Exception as err:  # noqa: BLE001 - the grader's own failure: reported, never the student's
             base = None
