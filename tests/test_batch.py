@@ -253,6 +253,9 @@ def _grade_cli(subs: Path, out: Path, *extra: str) -> subprocess.CompletedProces
     return done
 
 
+QUICK = ("--timeout", "40")  # the looping cell is cut after 20 s (half the timeout), not the default 60
+
+
 @pytest.mark.grading
 def test_assignment_regrading_and_outcomes(tmp_path):
     subs, out = tmp_path / "subs", tmp_path / "res"
@@ -260,7 +263,7 @@ def test_assignment_regrading_and_outcomes(tmp_path):
     shutil.copy(REF01, subs / "ann.ipynb")
     shutil.copy(REF02, subs / "bob" / "ex02.ipynb")  # not part of the assignment
     nbformat.write(with_cell(BLANK01, "while True:\n    pass"), subs / "bob" / "ex01.ipynb")
-    done = _grade_cli(subs, out, "--exercises", "ex01,ex03")
+    done = _grade_cli(subs, out, "--exercises", "ex01,ex03", *QUICK)
     bob = json.loads((out / "bob" / "report.json").read_text())
     ann = json.loads((out / "ann" / "report.json").read_text())
     assert ann["assigned"] == bob["assigned"] == ["ex01", "ex03"]
@@ -281,15 +284,15 @@ def test_assignment_regrading_and_outcomes(tmp_path):
     rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open())}
     assert rows["ann"]["max_score"] == "9" and "not submitted" in rows["ann"]["problems"]
     # a rerun keeps what did not change, regrades what did, and says which
-    done = _grade_cli(subs, out, "--exercises", "ex01,ex03")
+    done = _grade_cli(subs, out, "--exercises", "ex01,ex03", *QUICK)
     assert "already graded: 2 (unchanged, kept); to grade: 0" in done.stderr
     shutil.copy(REF03, subs / "bob" / "ex03.ipynb")
-    done = _grade_cli(subs, out, "--exercises", "ex01,ex03")
+    done = _grade_cli(subs, out, "--exercises", "ex01,ex03", *QUICK)
     assert "already graded: 1" in done.stderr and "regrading bob: changed: bob/ex03.ipynb" in done.stderr
     assert json.loads((out / "bob" / "report.json").read_text())["score"] == 4
-    done = _grade_cli(subs, out, "--exercises", "ex01,ex03", "--force")
+    done = _grade_cli(subs, out, "--exercises", "ex01,ex03", *QUICK, "--force")
     assert "to grade: 2" in done.stderr and done.stderr.count("--force") == 2
-    done = _grade_cli(subs, out, "--exercises", "ex01,ex03", "--shard", "1/2")
+    done = _grade_cli(subs, out, "--exercises", "ex01,ex03", *QUICK, "--shard", "1/2")
     assert "holds results of a run with another shard count" in done.stderr
     # one notebook, graded as such
     single = _grade_cli(subs / "ann.ipynb", tmp_path / "one")
