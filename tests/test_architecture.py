@@ -15,7 +15,8 @@ PACKAGE = Path(tracekit.__file__).parent
 
 # lowest first: a module may import only from a lower layer (or, inside a subpackage, its siblings)
 LAYERS: list[set[str]] = [
-    {"errors", "storage", "rules", "keeper", "progress", "models", "transformer", "render", "render.figures"},
+    {"errors", "storage", "derivatives", "keeper", "progress", "models", "transformer", "render", "render.figures"},
+    {"rules"},
     {"model", "memory", "render.svg"},
     {"saved", "frames", "without_data", "render.table", "render.dot"},
     {"build", "predict", "results"},

@@ -276,7 +276,7 @@ def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
 @functools.cache
 def _rules_of(kind: type, name: str, n_inputs: int) -> dict[str, str] | None:
     """slot -> the formulas that read it, for a node type (None: not in the rule table)."""
-    if name not in rules.RULES:
+    if not rules.described(name):
         return None
     return rules.rules_by_slot(name, n_inputs, frozenset(slot_names(kind)[0]))
 
