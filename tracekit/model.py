@@ -167,6 +167,7 @@ class Node:
     described: bool = True  # whether rules.py explains this node
     needs: tuple[bool, ...] = ()  # per input slot of the backward (next_functions): whether a gradient goes there
     note: str | None = None  # e.g. where a meta trace ran another kernel than a real device would
+    module: str | None = None  # under capture: the module whose forward made it, `linear1 (Linear)`
 
     @property
     def input_nodes(self) -> tuple[int, ...]:
@@ -314,11 +315,19 @@ class Trace:
 
         return render_svg(self.draw(max_nodes=max_nodes, width=width).source)
 
-    def table(self) -> Table:
-        """The residuals as a table (HTML in Jupyter, text in a terminal)."""
+    def table(self, sort: str = "forward", top: int | None = None) -> Table:
+        """The residuals as a table (HTML in Jupyter, text in a terminal). `sort="bytes"`: most
+        bytes only the graph keeps first (`"pinned"`: most bytes pinned); `top`: that many rows."""
         from .render.table import residual_table
 
-        return residual_table(self)
+        return residual_table(self, sort, top)
+
+    def by_module(self) -> Table:
+        """Residuals per module of the captured model: how many, the bytes only the graph keeps
+        for them, what else they pin, and the steps that free them (observed, else predicted)."""
+        from .render.table import module_table
+
+        return module_table(self, None if self.steps else self.predict_backward())
 
     def text(self) -> str:
         """Plain text with the same facts as the drawing."""
