@@ -18,7 +18,7 @@ LAYERS: list[set[str]] = [
     {"errors", "storage", "derivatives", "keeper", "progress", "models", "transformer", "render", "render.figures"},
     {"rules"},
     {"model", "memory", "render.svg"},
-    {"saved", "frames", "without_data", "render.table", "render.dot"},
+    {"saved", "frames", "without_data", "render.table", "render.dot", "timeline"},
     {"build", "predict", "results"},
     {"record", "observe"},
     {"diff", "formula", "lab", "memory_budget", "scenarios"},

@@ -343,6 +343,13 @@ class Trace:
             f"visible {format_bytes(self.visible_bytes)}"
         ) + (f" ({self.without_data} tensors: predicted from shapes, no values)" if self.without_data else "")
 
+    def timeline(self) -> Any:
+        """A matplotlib figure: bytes the residuals keep alive as each reverse step starts, stacked
+        by residual (the largest named), predicted and (after backward) observed, the peak marked."""
+        from .timeline import timeline_figure
+
+        return timeline_figure(self)
+
     def predict_backward(self, retain_graph: bool = False) -> Prediction:
         """The reverse order and free points predicted from the graph's structure (no backward run)."""
         from .predict import predict_backward

@@ -126,6 +126,12 @@ class Prediction:
                 f"{self.steps_table()._repr_html_()}<p>free points ({PREDICTED})</p>{self.table()._repr_html_()}")
 
 
+def _live_before(r: Residual) -> bool:
+    """Whether the residual was live before the observed backward, if one ran (the prediction
+    is of the backward from the traced state)."""
+    return r.status is Status.LIVE or (r.status is Status.RELEASED and r.released_at is not None)
+
+
 def predict_backward(trace: Trace, retain_graph: bool = False) -> Prediction:
     """The reverse order, release step of each residual and free step of each storage, from structure."""
     order = reverse_order(trace)
@@ -135,14 +141,14 @@ def predict_backward(trace: Trace, retain_graph: bool = False) -> Prediction:
     step_of = {node: s for node, s in zip(order, steps)}
     last: dict[Storage, PredictedStep] = {}
     for s in steps:
-        s.released = [r for r in s.node.residuals if r.status is Status.LIVE and r.place is not HeldIn.RECOMPUTED]
+        s.released = [r for r in s.node.residuals if _live_before(r) and r.place is not HeldIn.RECOMPUTED]
         for r in s.released:
             if r.storage is not None:
                 last[r.storage] = s
     for storage in trace.storages:
         if _holder(storage) is not None or storage not in last:
             continue
-        if any(r.status is not Status.LIVE or r.node not in step_of for r in storage.residuals):
+        if any(not _live_before(r) or r.node not in step_of for r in storage.residuals):
             continue
         last[storage].freed.append(storage)
     return Prediction(trace, steps, False)

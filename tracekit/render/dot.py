@@ -225,7 +225,7 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
     if plan.hidden or not residuals or n + m > STRIP_MAX_SLOTS or len(residuals) > STRIP_MAX_ROWS:
         why = "no residuals" if not residuals else "too many to draw"
         return (f'<tr><td align="left" colspan="3"><font point-size="9">lifetimes: {why} here; '
-                'tr.table() lists every free point</font></td></tr>')
+                'tr.timeline() plots the bytes alive per step; tr.table() lists every free point</font></td></tr>')
     step_at = {idx: k for k, idx in enumerate(steps)}
     total = n + m
     title = "lifetimes (observed)" if observed else "lifetimes (predicted: backward not run yet)"
@@ -306,7 +306,7 @@ def _plain_lifetimes(trace: Trace, plan: _Plan) -> list[str]:
     """The lifetime strip in words, for renderers without HTML labels (the WebAssembly build)."""
     residuals = [r for i in sorted(plan.keep) for r in trace.nodes[i].residuals]
     if plan.hidden or not residuals or len(residuals) > STRIP_MAX_ROWS:
-        return ["lifetimes: tr.table() lists every free point"]
+        return ["lifetimes: tr.timeline() plots the bytes alive per step; tr.table() lists every free point"]
     observed = bool(trace.steps)
     lines = ["lifetimes (observed):" if observed else "lifetimes (predicted: backward not run yet):"]
     steps = {idx: k for k, idx in enumerate(node.index for node in reversed(trace.nodes))}
