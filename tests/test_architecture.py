@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"saved", "frames", "without_data", "render.table", "render.dot", "timeline"},
     {"build", "predict", "results"},
     {"record", "observe"},
-    {"diff", "formula", "lab", "memory_budget", "scenarios"},
+    {"diff", "formula", "lab", "memory_budget", "scenarios", "explain"},
     {"exercises", "grading", "cli", "__main__", ""},
 ]
 

@@ -5,6 +5,7 @@ from .build import build_trace
 from .diff import TraceDiff, checkpoint_cache, diff
 from .errors import NestedCaptureError, NoHistoryError, NotATensorError, NotObservableError, TracekitError
 from .exercises import check
+from .explain import explain
 from .lab import SigmoidLab, lab
 from .memory import DeviceUnavailableError, Measurement, measure
 from .memory_budget import Budget, budget
@@ -44,6 +45,7 @@ __all__ = [
     "measure",
     "scenarios",
     "trace",
+    "explain",  # issue 30
     "diff",  # issue 15
     "TraceDiff",
     "checkpoint_cache",

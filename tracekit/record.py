@@ -5,6 +5,7 @@ module whose forward made it, in-place writes) while the forward runs; `cap.trac
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,6 +19,8 @@ from .storage import storage_key
 
 _active = threading.local()
 _INPLACE: dict[str, bool] = {}  # call name -> whether it writes into its first argument
+BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+OnBackward = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (func, args, kwargs) -> its result
 
 
 def _is_inplace(call: str) -> bool:
@@ -28,13 +31,17 @@ class _Recorder(TorchFunctionMode):
     """Sees each torch call; gives the nodes it created their source line and call name,
     and remembers in-place calls (which bump a tensor's version counter)."""
 
-    def __init__(self, sources: Sources, mutations: list[Mutation], modules: _ModulePath) -> None:
+    def __init__(self, sources: Sources, mutations: list[Mutation], modules: _ModulePath,
+                 on_backward: OnBackward | None = None) -> None:
         super().__init__()
         self.sources = sources
         self.mutations = mutations
         self.modules = modules
+        self.on_backward = on_backward
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if self.on_backward is not None and func in BACKWARDS:
+            return self.on_backward(func, args, kwargs or {})
         result = func(*args, **(kwargs or {}))
         call = getattr(func, "__name__", None) or str(func)
         if isinstance(result, torch.Tensor):  # the common case, without building lists
@@ -102,6 +109,32 @@ class _ModulePath:
     def _leave(self, _module: torch.nn.Module, _args: Any, _output: Any) -> None:
         if self.stack:
             self.stack.pop()
+
+
+class Recording:
+    """What capture records (sources, module paths, in-place calls) for a tool that wraps user code
+    (tk.explain): any number at once, each a mode on the stack; `on_backward` runs in place of each
+    backward / autograd.grad call made while it records."""
+
+    def __init__(self, on_backward: OnBackward | None = None) -> None:
+        self.sources: Sources = {}
+        self.mutations: list[Mutation] = []
+        self.modules = _ModulePath()
+        self._mode = _Recorder(self.sources, self.mutations, self.modules, on_backward)
+
+    def start(self) -> None:
+        """Record from now on."""
+        self.modules.start()
+        self._mode.__enter__()
+
+    def stop(self) -> None:
+        """Stop recording (what was recorded stays)."""
+        self._mode.__exit__(None, None, None)
+        self.modules.stop()
+
+    def trace(self, *outputs: torch.Tensor) -> Trace:
+        """The trace of the graph behind `outputs`, with what was recorded."""
+        return build_trace(outputs, self.sources, caller_names(), self.mutations, None, self.modules.of)
 
 
 class capture:
