@@ -73,4 +73,4 @@ def test_pytorchs_rule_text_reads_the_real_slots():
     tr = MODELS["cnn"]()
     conv = next(n for n in tr.nodes if n.name == "ConvolutionBackward0")
     assert sorted(r.slot for r in conv.residuals) == ["input", "weight"]
-    assert conv.residuals[0].rule.startswith("PyTorch: grad_{input,weight,bias} = convolution_backward")
+    assert conv.residuals[0].rule.startswith("PyTorch: grad_{input, weight, bias} = convolution_backward")

@@ -302,14 +302,15 @@ class Trace:
         observe_backward(self, gradient, retain_graph, create_graph, on_step)
         return self
 
-    def draw(self, max_nodes: int = 60, width: int = 900) -> graphviz.Digraph:
-        """The trace as a graphviz drawing at most `width` px wide: reverse rules above the forward
-        ops they reverse, residual edges, a lifetime strip and a legend (long traces fold)."""
+    def draw(self, max_nodes: int = 60, width: int = 840) -> graphviz.Digraph:
+        """The trace as a graphviz drawing laid out for a place `width` px wide, at full size (text
+        never scaled down): reverse rules above the forward ops they reverse, residual edges with
+        the bytes they pin, a lifetime strip and a legend (long traces fold and collapse)."""
         from .render.dot import trace_graph
 
         return trace_graph(self, max_nodes=max_nodes, width=width)
 
-    def svg(self, max_nodes: int = 60, width: int = 900) -> str:
+    def svg(self, max_nodes: int = 60, width: int = 840) -> str:
         """The drawing rendered to SVG (system `dot` if present, else the bundled renderer)."""
         from .render.svg import render_svg
 
@@ -360,9 +361,15 @@ class Trace:
         return self.text()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from .render.dot import WIDTH
+        from .render.svg import scrolling_html
+
         bundle = {"text/plain": self.text()}
         try:
-            bundle["image/svg+xml"] = self.svg()
+            bundle["image/svg+xml"] = svg = self.svg()
+            wide = scrolling_html(svg, WIDTH)  # wider than a cell: full size in a box that scrolls sideways
+            if wide is not None:
+                bundle["text/html"] = wide
         except Exception as err:  # a drawing problem must never hide the facts
             bundle["text/plain"] += f"\n(drawing unavailable: {err})"
         return bundle

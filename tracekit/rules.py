@@ -143,14 +143,15 @@ def rules_by_slot(node_name: str, n_inputs: int, slots: frozenset[str]) -> dict[
     for name, formula, read in reads:
         for slot in read:
             by_slot.setdefault(slot, {}).setdefault(formula, []).append(f"grad_{name}")
-    return {slot: "; ".join(_assignment(names, formula) for formula, names in found.items())
+    return {slot: "; ".join(assignment(names, formula) for formula, names in found.items())
             for slot, found in by_slot.items()}
 
 
-def _assignment(names: list[str], formula: str) -> str:
-    """`grad_self = grad * other`; one PyTorch formula giving several inputs names them all, marked first."""
+def assignment(names: list[str], formula: str) -> str:
+    """`grad_self = grad * other` for each name; one PyTorch formula giving several inputs names
+    them all once, marked first."""
     if formula.startswith(derivatives.MARK):
-        given = names[0] if len(names) == 1 else "grad_{" + ",".join(n.removeprefix("grad_") for n in names) + "}"
+        given = names[0] if len(names) == 1 else "grad_{" + ", ".join(n.removeprefix("grad_") for n in names) + "}"
         return f"{derivatives.MARK}{given} = {formula.removeprefix(derivatives.MARK)}"
     return "; ".join(f"{name} = {formula}" for name in names)
 
