@@ -527,7 +527,8 @@ def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: boo
         label = _rule_label(trace, node, step_of, LANE_RULE_CHARS if lanes else RULE_CHARS)
         add(_node_line(f"r{i}", label=label, color=REVERSE, **ran, **lane))
         where = f"\n{node.source}" if node.source else ""
-        add(_node_line(f"f{i}", label=f"#{i} {node.op}{where}", color=FORWARD, **({} if lanes else {"group": "forward"})))
+        add(_node_line(f"f{i}", label=f"#{i} {node.op}{where}", color=FORWARD,
+                       **({} if lanes else {"group": "forward"})))
         rule_ids.append(f"r{i}")
         op_ids.append(f"f{i}")
         rows[str(i)] = [f"f{i}", f"r{i}"]
