@@ -145,15 +145,15 @@ def save_failure(page, name: str, log: Path | None = None) -> list[Path]:
 
 
 @contextlib.contextmanager
-def open_notebook(server: dict, notebook: str, name: str, profile: Path) -> Iterator:
-    """A Chromium page with `notebook` open on a running, idle kernel; artifacts on failure."""
+def open_notebook(server: dict, notebook: str, name: str, profile: Path, width: int = 1400) -> Iterator:
+    """A Chromium page (`width` px wide) with `notebook` open on a running, idle kernel; artifacts on failure."""
     from playwright.sync_api import sync_playwright
 
     start_session(server, notebook)
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
             str(profile), executable_path=CHROMIUM, headless=True, args=FLAGS,
-            viewport={"width": 1400, "height": 1000},
+            viewport={"width": width, "height": 1000},
         )
         page = context.pages[0] if context.pages else context.new_page()
         try:

@@ -50,6 +50,7 @@ class Table:
     caption: str | None = None
     width: int | None = None  # characters; None: one line per row, however wide
     head: int = 0  # > 0: when the columns do not fit `width`, each row is a record (see records)
+    wraps: tuple[int, ...] | None = None  # HTML: the columns whose cells wrap (None: every column)
 
     def __str__(self) -> str:
         body = records(self.columns, self.rows, self.head, width=self.width) if self.head else \
@@ -61,7 +62,8 @@ class Table:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        return html_table(self.columns, self.rows, self.caption, wrap=self.width is not None)
+        wrap: bool | Collection[int] = self.width is not None and (self.wraps if self.wraps is not None else True)
+        return html_table(self.columns, self.rows, self.caption, wrap=wrap)
 
 
 def _wrap_lines(text: str, width: int | None) -> list[str]:
@@ -146,7 +148,7 @@ def html_table(
     definitions: Iterable[tuple[str, str]] = (),
     css_class: str | None = None,
     highlight: Collection[int] = (),
-    wrap: bool = False,
+    wrap: bool | Collection[int] = False,
 ) -> str:
     """An HTML table of text cells, every string escaped and every cell left-aligned.
 
@@ -154,7 +156,8 @@ def html_table(
     `row_headers`: the first cell of each row is its header. `definitions`: (term, meaning)
     pairs listed in one full-width row above the column headers. `css_class`: the table's
     class. `highlight`: indexes of the rows to highlight. `wrap`: cells wrap (long words too)
-    so the table never grows wider than its cell.
+    so the table never grows wider than its cell; a collection of column indexes: only those
+    wrap, the others keep each cell on one line.
     """
     esc = html.escape
     sized = " style='max-width:100%'" if wrap else ""
@@ -167,12 +170,14 @@ def html_table(
     terms = "".join(f"<li><b>{esc(term)}</b>: {esc(meaning)}</li>" for term, meaning in definitions)
     if terms:
         head += f"<tr><td colspan='{len(columns)}' style='text-align:left'><ul style='margin:0'>{terms}</ul></td></tr>"
-    cell = "text-align:left;white-space:normal;overflow-wrap:anywhere" if wrap else "text-align:left"
+    wrapping = "text-align:left;white-space:normal;overflow-wrap:anywhere"
+    one_line = "text-align:left;white-space:nowrap" if wrap else "text-align:left"
+    styles = [wrapping if wrap is True or (wrap and k in wrap) else one_line for k in range(len(columns))]
     header = " style='white-space:normal'" if wrap else ""
     head += "<tr>" + "".join(f"<th{header}>{esc(c)}</th>" for c in columns) + "</tr>"
     body = []
     for i, row in enumerate(rows):
-        cells = [f"<td style='{cell}'>{esc(v)}</td>" for v in row]
+        cells = [f"<td style='{style}'>{esc(v)}</td>" for v, style in zip(row, styles)]
         if row_headers and cells:
             cells[0] = f"<th style='text-align:left'>{esc(row[0])}</th>"
         style = f" style='background:{HIGHLIGHT}'" if i in highlight else ""
@@ -209,7 +214,7 @@ def residual_table(trace: Trace, sort: str = "forward", top: int | None = None) 
         order = {"forward": "in forward order", "pinned": "by bytes pinned",
                  "bytes": "by bytes only the graph keeps (a parameter's or input's live anyway)"}[sort]
         caption = f"{len(shown)} of {len(residuals)} residuals, {order}"
-    return Table(COLUMNS, [residual_row(r) for r in shown], caption, WIDTH, HEAD)
+    return Table(COLUMNS, [residual_row(r) for r in shown], caption, WIDTH, HEAD, (0, 6, 7, 8))
 
 
 class _Freed(Protocol):
@@ -249,7 +254,7 @@ def module_table(trace: Trace, prediction: _Freed | None = None) -> Table:
                f"freed after step: {source}")
     if not trace.captured:
         caption += "; traced without tk.capture(): no modules known"
-    return Table(MODULE_COLUMNS, [row[1:] for row in rows], caption, WIDTH)
+    return Table(MODULE_COLUMNS, [row[1:] for row in rows], caption, WIDTH, wraps=(0, 5))
 
 
 def _freed_step(storage: Storage, trace: Trace, prediction: _Freed | None) -> int | None:
