@@ -44,7 +44,8 @@ def _notebook(folder):
 def test_real_models_read_at_full_size_in_a_1280px_window(tmp_path):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with jupyterlab(tmp_path / "lab", _notebook(tmp_path / "nb")) as server, \
-            open_notebook(server, "models.ipynb", "models-1280", tmp_path / "profile", width=1280) as page:
+            open_notebook(server, "models.ipynb", "models-1280", tmp_path / "profile", width=1280,
+                          height=3600) as page:  # tall: each output's screenshot whole
         ran = run_all_cells(page)
         assert ran["ok"] is True and ran["dialogs"] == 0, ran
         page.wait_for_timeout(2000)
