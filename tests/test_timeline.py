@@ -79,3 +79,13 @@ def test_the_figure_fits_a_cell_and_marks_the_peak():
     assert any(t.startswith(f"peak {tk.format_bytes(tr.saved_bytes)}") for t in texts)
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert HELD in legend and any(t.startswith("#") for t in legend)
+
+
+def test_a_gpt_block_before_and_after_backward():
+    tr = MODELS["gpt"]()
+    before = memory_by_step(tr)
+    assert before.total[0] == tr.saved_bytes and len(before.bands) == NAMED + 2
+    tr.backward()
+    observed = memory_by_step(tr)
+    assert observed.total[-1] == sum(s.nbytes for s in tr.storages if not s.expired())
+    assert len(tr.timeline().axes) == 2
