@@ -16,7 +16,9 @@ def _capture(model: nn.Module, x: torch.Tensor, loss: Callable[[torch.Tensor], t
     with tk.capture() as cap:
         out = model(x)
         value = loss(out[0] if isinstance(out, tuple) else out)
-    return cap.trace(value)
+    tr = cap.trace(value)
+    tr.loss = value  # a trace holds its outputs weakly (live.py): keep the loss alive, as a user's variable would
+    return tr
 
 
 def mlp() -> tk.Trace:

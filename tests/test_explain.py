@@ -64,7 +64,8 @@ def test_second_backward_names_the_residual_the_step_and_the_cost():
     assert f"The first backward() at {_line('first-backward')} released it after step {exp.released_at} " in note
     # the retain_graph fix, run: what stays alive after a retained backward is what the note says it keeps
     x, w = _leaves()
-    kept = tk.trace(torch.tanh(x @ w).exp().sum()).backward(retain_graph=True)
+    y = torch.tanh(x @ w).exp().sum()  # held: a trace holds its output weakly
+    kept = tk.trace(y).backward(retain_graph=True)
     alive = sum(s.nbytes for s in kept.graph_owned_storages() if not s.expired())
     assert f"retain_graph=True on the first backward(): keeps {tk.format_bytes(alive)} (2 storages it freed)" in note
     assert "recompute the forward (4 ops," in note
