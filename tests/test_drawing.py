@@ -243,8 +243,8 @@ def test_lifetime_strip_before_and_after_backward():
     tr, (x, w, y) = demo_trace(backward=False)
     src = trace_graph(tr, html=True).source
     assert "lifetimes (predicted)" in src and "backward not run yet" in src
-    assert "released after step 0; held by output y (a live tensor)<" in src  # the title says predicted
-    assert "released after step 2; held by parameter w<" in src
+    assert "released after step 0; held by output y (a live tensor) (predicted)" in src
+    assert "released after step 2; held by parameter w (predicted)" in src
     tr.backward()
     src = trace_graph(tr, html=True).source
     assert "lifetimes (observed)" in src

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import rules
 from ..keeper import gc_paused
-from ..lifetimes import GONE, PREDICTED, RECOMPUTED, Lifetimes
+from ..lifetimes import GONE, RECOMPUTED, Lifetimes
 from ..model import HeldIn, Node, Residual, Role, Trace
 from ..storage import format_bytes
 
@@ -339,10 +339,9 @@ def _bar(lifetimes: Lifetimes, i: int, n: int, total: int) -> tuple[int | None, 
 
 
 def _free_words(lifetimes: Lifetimes, r: Residual) -> str:
-    """A residual's lifetime in words, with where it is kept when not in the graph (the strip's
-    title says `predicted`, so each row does not repeat it)."""
+    """A residual's lifetime in words, with where it is kept when not in the graph."""
     where = "" if r.place is HeldIn.GRAPH else f" [{r.held_in}]"
-    return lifetimes.residuals[r.index].words().removesuffix(f" ({PREDICTED})") + where
+    return lifetimes.residuals[r.index].words() + where
 
 
 _NO_STRIP = "lifetimes: tr.timeline() plots the bytes alive per step; tr.table() lists every free point"
