@@ -56,6 +56,8 @@ def notebook(exercise: ex.Exercise, with_answers: bool) -> nbformat.NotebookNode
         cells.append(new_code_cell(SOLUTIONS[exercise.id][q.name] if with_answers else q.starter))
     cells.append(new_markdown_cell("### Check yourself"))
     cells.append(new_code_cell(f'tk.check("{exercise.id}")'))
+    for i, cell in enumerate(cells):  # stable ids: a rebuild changes only what changed
+        cell.id = f"{exercise.id}-cell-{i}"
     book = new_notebook(cells=cells)
     book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     book.metadata["tracekit"] = {"exercise": exercise.id}

@@ -209,9 +209,9 @@ VARIANTS["ex04"] = [
      {"q1": 2, "q2": 3}),
     ("a value no graph saves; the first derivative", {
         "q1": f"q1_needs = {{k: {{'SumBackward0.self'}} for k in {list(NEEDS)!r}}}", "q2": FIRST_ONLY},
-     {"q1": 0, "q2": 1}),
+     {"q1": 0, "q2": 0}),
     ("not a dict; finite differences", {"q1": "q1_needs = ['MulBackward0.other']", "q2": FINITE_DIFF},
-     {"q1": 0, "q2": 1}),
+     {"q1": 0, "q2": 0}),
     ("an extra value everywhere; accumulates in x.grad", {
         "q1": f"q1_needs = {{k: set(v) | {{'X.y'}} for k, v in {NEEDS!r}.items()}}", "q2": INTO_GRAD},
      {"q1": 0, "q2": 2}),
@@ -416,11 +416,11 @@ def adam_state_bytes(model):
         "q1": f"q1_largest = {{k: 'parameters' for k in {list(LARGEST)!r}}}",
         "q2": "def adam_state_bytes(model):\n"
               "    return sum(p.numel() * p.element_size() + 4 for p in model.parameters())"}, {"q1": 0, "q2": 0}),
-    ("a list; a float", {"q1": "q1_largest = ['optimizer state']",
+    ("a list; a whole float (accepted: a whole number of bytes)", {"q1": "q1_largest = ['optimizer state']",
                          "q2": "def adam_state_bytes(model):\n"
                                "    return float(sum(2 * p.numel() * p.element_size() + 4\n"
                                "                     for p in model.parameters()))"},
-     {"q1": 0, "q2": 0}),
+     {"q1": 0, "q2": 2}),
 ]
 
 def _rules(div: tuple[str, str], tanh: tuple[str, str], sin: tuple[str, str]) -> dict[str, str]:

@@ -53,9 +53,16 @@ KERNEL_READY_JS = """() => {
 }"""
 RUN_ALL_JS = """async () => {
   const app = window.jupyterapp;
+  await app.shell.currentWidget.sessionContext.ready;  // on a loaded machine the kernel may not be up yet
   const ok = await app.commands.execute('notebook:run-all-cells');
-  const kernel = app.shell.currentWidget.sessionContext.session.kernel;
-  return {ok, status: kernel.status, dialogs: document.querySelectorAll('.jp-Dialog').length};
+  return {ok, dialogs: document.querySelectorAll('.jp-Dialog').length};
+}"""
+# after the run and the wait for an idle kernel: its status, and how many code cells did not run
+AFTER_RUN_JS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const cells = panel.content.widgets.filter(c => c.model.type === 'code');
+  return {status: panel.sessionContext.session.kernel.status,
+          not_run: cells.filter(c => !c.model.executionCount).length};
 }"""
 
 
@@ -173,4 +180,5 @@ def run_all_cells(page) -> dict:
     page.set_default_timeout(RUN_TIMEOUT_MS)
     result = page.evaluate(RUN_ALL_JS)
     page.wait_for_function(KERNEL_READY_JS, timeout=RUN_TIMEOUT_MS, polling=250)
-    return result
+    after = page.evaluate(AFTER_RUN_JS)  # read once the kernel is idle (right after the run it may still report)
+    return {"ok": result["ok"], "status": after["status"], "dialogs": result["dialogs"], "not_run": after["not_run"]}

@@ -146,6 +146,43 @@ def unpack(handle):
 
 hooks = (Handle, unpack)'''
 
+BOUNDED_STORE = '''import collections
+
+STORE = collections.OrderedDict()
+COUNT = [0]
+
+
+def pack(t):
+    COUNT[0] += 1
+    STORE[COUNT[0]] = t.detach()
+    while {size} > {limit} and len(STORE) > 1:  # never lets go on its own: stays small by evicting the oldest
+        STORE.popitem(last=False)
+    return COUNT[0]
+
+
+hooks = (pack, lambda key: STORE[key])'''
+BYTES = "sum(x.nbytes for x in STORE.values())"
+DISK_STORE = '''import os
+import tempfile
+import torch
+
+COUNT = [0]
+
+
+class OnDisk:
+    """PyTorch's saved-tensor hooks tutorial: a file per saved tensor, removed with the handle."""
+
+    def __init__(self, t):
+        COUNT[0] += 1
+        self.path = os.path.join(tempfile.gettempdir(), f"saved-{COUNT[0]}.pt")
+        torch.save(t.detach(), self.path)
+
+    def __del__(self):
+        os.remove(self.path)
+
+
+hooks = (OnDisk, lambda handle: torch.load(handle.path))'''
+
 # ---- honest variants the old in-process defences cost -----------------------------------------------
 
 STATEFUL_TRAIN = "import itertools\nimport weakref\n\nSTEPS = itertools.count()\nSEEN = weakref.WeakSet()\n" \
@@ -180,11 +217,21 @@ CASES = {
     "ex07-never-free-patch-meter": ("ex07", {"q2": NEVER_FREE}, [PATCH_METER], {"q1": 1, "q2": 1.5}),
     "ex07-child-process-store": ("ex07", {"q2": CHILD_PROCESS_STORE}, [], {"q1": 1, "q2": 1.5}),
     "ex07-tmpfs-store": ("ex07", {"q2": TMPFS_STORE}, [], {"q1": 1, "q2": 1.5}),
+    # the class of stores that stay small by evicting entries still in use (by bytes or by count, at any bound):
+    # a bound below what 12 big graphs alive at once need loses live entries, one above it keeps too much
+    "ex07-evict-over-48mib": ("ex07", {"q2": BOUNDED_STORE.format(size=BYTES, limit=48 << 20)}, [], {"q1": 1, "q2": 0}),
+    "ex07-evict-over-400mib": ("ex07", {"q2": BOUNDED_STORE.format(size=BYTES, limit=400 << 20)}, [],
+                               {"q1": 1, "q2": 1.5}),
+    "ex07-evict-over-40-entries": ("ex07", {"q2": BOUNDED_STORE.format(size="len(STORE)", limit=40)}, [],
+                                   {"q1": 1, "q2": 0}),
+    "ex07-evict-over-48-entries": ("ex07", {"q2": BOUNDED_STORE.format(size="len(STORE)", limit=48)}, [],
+                                   {"q1": 1, "q2": 1.5}),
     "ex08-patch-the-model": ("ex08", {"q1": "def checkpoint_plan(depth):\n    return []"},
                              ["import tracekit.exercises.ex08 as E\nE.checkpointed_loss = E.plain_loss = "
                               "lambda *a: None\nE.MEMORY_BUDGET = 10.0"], {"q1": 0}),
     "honest-ex06-module-state-first-use": ("ex06", {"q1": STATEFUL_TRAIN}, [], {"q1": 4}),
     "honest-ex06-custom-function": ("ex06", {"q1": FUNCTION_TRAIN}, [], {"q1": 4}),
+    "honest-ex07-disk-store": ("ex07", {"q2": DISK_STORE}, [], {"q1": 1, "q2": 3}),
     "honest-ex01-custom-function": ("ex01", {}, [], {"q1": 1, "q2": 1, "q3": 3}),
 }
 

@@ -252,3 +252,31 @@ def test_empty_submission_and_a_missing_environment_still_give_valid_results(gra
     doc = json.loads((bare / "results" / "results.json").read_text())
     assert set(doc) <= TOP_KEYS and doc["score"] == 0 and doc["tests"] == [] and number(doc["execution_time"])
     assert "The autograder failed (exit status 127)" in doc["output"]
+
+
+@pytest.mark.grading
+def test_the_two_engines_give_identical_per_question_scores(gradescope, tmp_path):
+    """The Gradescope bundle and `tracekit grade` (same secret, same student name) on the same notebooks
+    of the blind corpus: identical per-question scores and seeds."""
+    from tracekit.grading.autograder import SECRET, STUDENT
+    from tracekit.grading.grader import Options, grade_all, read_secret
+
+    root, _ = gradescope
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_corpus import CORPUS, notebook, parse
+
+    picks = [CORPUS / "ex01" / "zip_frozenset_save_input.py", CORPUS / "ex03" / "formula.py",
+             CORPUS / "ex01" / "swapped_self_other.py", CORPUS / "ex03" / "visible_only.py"]
+    for first, second in ((picks[0], picks[1]), (picks[2], picks[3])):
+        books = {f"{p.parent.name}.ipynb": notebook(p.parent.name, parse(p)[1]) for p in (first, second)}
+        doc = grade(gradescope, books)
+        by_engine = {t["name"].split(":")[0]: t["score"] for t in doc["tests"]}
+        subs = tmp_path / first.stem / STUDENT
+        subs.mkdir(parents=True)
+        for name, book in books.items():
+            nbformat.write(book, subs / name)
+        (report,) = grade_all(subs.parent, tmp_path / first.stem / "out",
+                              Options(timeout=60, memory_mb=3072, exercises=ASSIGNMENT,
+                                      secret=read_secret(root / "source" / SECRET)), progress=lambda line: None)
+        by_cli = {f"{p['exercise']} {q['name']}": q["score"] for p in report["exercises"] for q in p["questions"]}
+        assert by_engine == by_cli, (first.stem, second.stem, by_engine, by_cli)

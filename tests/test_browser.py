@@ -24,7 +24,7 @@ def test_first_lesson_runs_in_jupyterlab_and_its_drawing_is_svg(lab_server, tmp_
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with open_notebook(lab_server, LESSON, "lesson01", tmp_path / "profile") as page:
         ran = run_all_cells(page)
-        assert ran == {"ok": True, "status": "idle", "dialogs": 0}, ran
+        assert ran == {"ok": True, "status": "idle", "dialogs": 0, "not_run": 0}, ran
         # the trace drawing arrives as SVG; JupyterLab shows SVG outputs as an <img> of the SVG document
         drawing = page.wait_for_selector(f".jp-OutputArea-output {SVG_IMAGE}", timeout=60_000, state="attached")
         svg = urllib.parse.unquote(drawing.get_attribute("src").split(",", 1)[1])
@@ -46,7 +46,7 @@ def test_the_lab_in_lesson_two_answers_every_input(lab_server, tmp_path):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with open_notebook(lab_server, LAB_LESSON, "lesson02-lab", tmp_path / "profile") as page:
         ran = run_all_cells(page)
-        assert ran == {"ok": True, "status": "idle", "dialogs": 0}, ran
+        assert ran == {"ok": True, "status": "idle", "dialogs": 0, "not_run": 0}, ran
         lab = page.wait_for_selector(".tracekit-lab", timeout=60_000)
         lab.scroll_into_view_if_needed()
         assert page.locator(".tracekit-lab").count() == 1  # the lab is shown once

@@ -232,7 +232,7 @@ def test_hidden_folders_look_empty_inside_the_sandbox(tmp_path):
     cells = ["import os", f"q1_slots = os.listdir({str(secret)!r}) if os.path.isdir({str(secret)!r}) else []",
              "q2_slot = 'x'"]
     inputs = draw_inputs(get("ex01"), seed=1)
-    ran = sandbox.run(cells, "ex01", inputs, "n0nce", timeout=240, hide=[str(secret)])
+    ran = sandbox.run(cells, "ex01", inputs, timeout=240, hide=[str(secret)])
     assert ran.observations["q1"] == {"value": []}
     assert (secret / "answers.txt").read_text() == "42"
 

@@ -87,5 +87,6 @@ def test_score_text_marks_full_partial_and_none_and_says_what_to_fix():
 def test_check_prints_the_score_text_of_its_results(exercise_id, capsys):
     ex = exercises.get(exercise_id)
     results = exercises.check(exercise_id, namespace={}, seed=1)
-    assert capsys.readouterr().out == score_text(ex.id, ex.title, 0, ex.max_score, results) + "\n"
+    assert capsys.readouterr().out == score_text(ex.id, ex.title, 0, ex.max_score, results) + "\n" + \
+        exercises.SELF_CHECK_NOTE + "\n"
     assert all(r["status"] == "missing" for r in results)

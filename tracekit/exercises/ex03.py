@@ -13,15 +13,15 @@ DTYPES = ("float32", "float64")
 
 
 def _draw_slice(rng: random.Random) -> dict:
-    cases = []
-    for _ in range(3):
+    cases = []  # both dtypes in every draw: no answer passes by a lucky draw
+    for dtype in (*DTYPES, rng.choice(DTYPES)):
         n = rng.randint(16, 300)
-        cases.append({"n": n, "k": rng.randint(1, min(n, 12)), "dtype": rng.choice(DTYPES)})
+        cases.append({"n": n, "k": rng.randint(1, min(n, 12)), "dtype": dtype})
     return {"cases": cases}
 
 
 def _draw_views(rng: random.Random) -> dict:
-    return {"cases": [{"n": rng.randint(8, 4000), "dtype": rng.choice(DTYPES)} for _ in range(3)]}
+    return {"cases": [{"n": rng.randint(8, 4000), "dtype": dtype} for dtype in (*DTYPES, rng.choice(DTYPES))]}
 
 
 def _call(fn: object, case: dict) -> object:
@@ -65,7 +65,8 @@ EXERCISE = Exercise(
                      "the allocations (storages) that the graph's **saved tensors** keep alive — what "
                      "`tk.trace(y).saved_bytes` reports. Not `y` itself (you hold it), and not `w` unless a rule "
                      "saves it. `dtype` is `torch.float32` or `torch.float64`; each check calls your function on "
-                     f"three drawn (n, k, dtype). See {lesson_link(LESSON, 'A small slice pins a large allocation')}"
+                     "three drawn (n, k, dtype), float32 and float64 among them. "
+                     f"See {lesson_link(LESSON, 'A small slice pins a large allocation')}"
                      " (the lesson's measurement also counts the 4-byte output; this question does not)."),
                  stub="def pinned_bytes(n, k, dtype):\n    raise NotImplementedError"),
         Question("q2", 2, "visible_and_pinned(n, dtype): [visible bytes, pinned bytes] of "
@@ -76,7 +77,8 @@ EXERCISE = Exercise(
                      "of every saved tensor's own bytes (numel × element size, as `tk.trace(y).visible_bytes`), "
                      "`pinned` = the bytes of the distinct storages they keep alive (`saved_bytes`). Every "
                      "saved tensor counts, including the one the multiplication by the Python number 2 saves "
-                     "(PyTorch wraps 2 as a 0-dim int64 tensor). Each check calls it on three drawn (n, dtype). "
+                     "(PyTorch wraps 2 as a 0-dim int64 tensor). Each check calls it on three drawn (n, dtype), "
+                     "float32 and float64 among them. "
                      f"See {lesson_link(LESSON, 'Several views, one allocation')}."),
                  stub="def visible_and_pinned(n, dtype):\n    raise NotImplementedError  # return [visible, pinned]"),
     ),

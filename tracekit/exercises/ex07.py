@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import torch
 
-from .base import AnswerError, Exercise, Question, cases_question, lesson_link, programs_table, student
+from .base import AnswerError, AnswerRaised, Exercise, Question, cases_question, lesson_link, programs_table, student
 
 LESSON = "07_hooks_offload"
 # id -> (program, which inputs require grad); a, b float32 vectors of length 5, W 3×4, x 2×3
@@ -30,6 +31,9 @@ hooks = (pack, unpack)'''
 # backwarded twice and dropped; a store that keeps what a freed graph saved grows by ~24 MiB per graph
 GRADE_SIZE = {"graphs": 16, "n": 1 << 21}
 SELF_SIZE = {"graphs": 12, "n": 1 << 18}
+# graphs alive at once in the probe: 12 × 24 MiB saved, more than the measured run's margin, so a store
+# that stays small by evicting entries (by bytes, by count, oldest first) loses ones still in use
+ALIVE_SIZE = {"graphs": 12, "n": 1 << 21}
 
 
 def _draw(rng: random.Random) -> dict:
@@ -37,6 +41,7 @@ def _draw(rng: random.Random) -> dict:
     values = lambda k: [round(rng.uniform(-2, 2), 3) for _ in range(k)]  # noqa: E731
     seed = rng.randint(0, 10**6)
     return {"dtype": rng.choice(["float32", "float64"]), "a1": values(n), "a2": values(m),
+            "alive": {"seed": seed + 2, **ALIVE_SIZE},
             "measure": {"grade": {"seed": seed, **GRADE_SIZE}, "self": {"seed": seed + 1, **SELF_SIZE}}}
 
 
@@ -47,7 +52,8 @@ def _pair(hooks: object) -> tuple:
 
 
 def _probe(hooks: object, inputs: dict) -> dict:
-    """Two graphs alive under the hooks, each backwarded twice (retain_graph), interleaved: the gradients."""
+    """Two graphs alive under the hooks, backwarded two and three times (retain_graph), interleaved: the
+    gradients; then many big graphs alive at once, backwarded newest first: their gradient sums."""
     pack, unpack = _pair(hooks)
     dtype = getattr(torch, inputs["dtype"])
     a1 = torch.tensor(inputs["a1"], dtype=dtype, requires_grad=True)
@@ -57,9 +63,26 @@ def _probe(hooks: object, inputs: dict) -> dict:
         y2 = (a2.tanh() * a2).sum()
     student(y2.backward, retain_graph=True)
     student(y1.backward, retain_graph=True)
-    student(y1.backward)  # the second unpack of graph 1's values
+    student(y1.backward, retain_graph=True)  # the second unpack of graph 1's values
+    student(y1.backward)  # and a third: PyTorch allows as many as retain_graph keeps
     student(y2.backward)
-    return {"grads": [a1.grad.double().tolist(), a2.grad.double().tolist()]}
+    grads = [a1.grad.double().tolist(), a2.grad.double().tolist()]
+    try:
+        return {"grads": grads, "alive_sums": _alive(pack, unpack, inputs["alive"])}
+    except AnswerRaised as err:
+        return {"grads": grads, "alive_error": str(err)}
+
+
+def _alive(pack: Callable, unpack: Callable, config: dict) -> list[float]:
+    graphs = []
+    for k in range(config["graphs"]):
+        a = workload_input(config, k).requires_grad_()
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: student(pack, t), lambda h: student(unpack, h)):
+            graphs.append((a, (a.exp() * a.sin()).sum()))
+    for _, y in reversed(graphs):  # the newest first: the oldest entries are the last ones unpacked
+        student(y.backward, retain_graph=True)
+        student(y.backward)
+    return [float(a.grad.double().sum()) for a, _ in graphs]
 
 
 def workload_input(config: dict, k: int) -> torch.Tensor:
@@ -108,13 +131,15 @@ EXERCISE = Exercise(
                      "itself makes a cycle through PyTorch's C++ graph that the garbage collector cannot break if "
                      "the graph is dropped without a backward (after a backward, saved values are released and "
                      "the cycle goes). The checker runs two graphs (float32 or "
-                     "float64) under your hooks, backwards each twice in interleaved order, and checks the "
-                     "gradients; then it runs "
+                     "float64) under your hooks, backwards them two and three times, interleaved, and checks the "
+                     "gradients; then it keeps "
+                     f"{ALIVE_SIZE['graphs']} graphs alive at once (three {ALIVE_SIZE['n'] * 4 >> 20} MiB "
+                     "saved tensors each) and backwards them, newest first; then it runs "
                      f"{GRADE_SIZE['graphs']} graphs one after another, each saving three tensors of "
                      f"{GRADE_SIZE['n'] * 4 >> 20} MiB, each backwarded twice and dropped, and reads the most "
                      "memory that run needed from the operating system (outside your notebook's process): a "
                      "store that keeps a freed graph's tensors grows by about 24 MiB per graph, and the answer "
-                     "passes when the run needs at most 64 MiB more than a store done right. (What `pack` returns "
+                     "passes when the run needs at most 160 MiB more than a store done right. (What `pack` returns "
                      "is not judged: it cannot be seen from outside your process.) See "
                      f"{lesson_link(LESSON)}."), stub=HOOKS_STUB),
     ),

@@ -42,10 +42,11 @@ def config_setup(config: str) -> tuple[torch.nn.Module, torch.optim.Optimizer, t
 
 
 def _draw_models(rng: random.Random) -> dict:
-    cases = []
-    for _ in range(3):
-        cases.append({"sizes": [rng.randint(2, 64) for _ in range(rng.randint(2, 4))],
-                      "bias": rng.random() < 0.7, "dtype": rng.choice(["float32", "float64"])})
+    cases = []  # every draw has each dtype with and without bias: no answer passes by a lucky draw
+    for dtype in ("float32", "float64"):
+        for bias in (True, False):
+            cases.append({"sizes": [rng.randint(2, 64) for _ in range(rng.randint(2, 4))], "bias": bias,
+                          "dtype": dtype})
     return {"cases": cases}
 
 
@@ -97,7 +98,7 @@ EXERCISE = Exercise(
                      "from the "
                      "model's parameters (what Adam keeps per parameter); running Adam on a copy and counting "
                      "also gives the number, and the checker cannot tell the two apart, so it does not try. "
-                     "Each check calls it on three drawn models. "
+                     "Each check calls it on four drawn models: float32 and float64, each with and without bias. "
                      f"See {lesson_link(LESSON)}: what Adam keeps per parameter, and per tensor."),
                  stub="def adam_state_bytes(model):\n    raise NotImplementedError"),
     ),

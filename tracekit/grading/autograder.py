@@ -51,14 +51,9 @@ class BundleOptions:
 def parse_exercises(text: str | None) -> tuple[str, ...]:
     """'ex01,ex03' -> ('ex01', 'ex03'); None or '' -> every exercise; unknown ids raise ValueError."""
     from ..exercises import IDS
+    from .grader import parse_exercises as assignment
 
-    if not text:
-        return IDS
-    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
-    unknown = [e for e in chosen if e not in IDS]
-    if unknown or not chosen:
-        raise ValueError(f"--exercises takes ids like ex01,ex03 (from {', '.join(IDS)}), not {text!r}")
-    return tuple(sorted(chosen))
+    return assignment(text) or IDS
 
 
 def torch_pin() -> str:

@@ -67,7 +67,7 @@ class Options:
     strict: bool = False  # refuse to grade unless namespaces and a cgroup are available
     unsafe: bool = False  # allow grading without namespaces or a cgroup as a non-root user
     max_pids: int = 128  # processes and threads in one sandbox
-    tmpfs_mb: int = 256  # the sandbox's only writable space
+    tmpfs_mb: int = 512  # the sandbox's only writable space (ex07 keeps 288 MiB of graphs alive: a disk store must fit)
     max_notebook_mb: int = MAX_NOTEBOOK_BYTES >> 20
     cell_timeout: float | None = None  # seconds before a cell is interrupted (default: min(60, timeout / 2))
     exercises: tuple[str, ...] | None = None  # the assignment (None: whatever each student submitted)
@@ -229,7 +229,7 @@ def _reference_peak(exercise_id: str, question: str, config: str, memory_mb: int
                                      memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb)["peak_bytes"]
 
 
-def grade_notebook(path: Path, student: str, options: Options, nonce: str | None = None) -> dict[str, Any]:
+def grade_notebook(path: Path, student: str, options: Options) -> dict[str, Any]:
     """Grade one notebook: a report entry with per-question scores and what happened."""
     try:
         sub = read(path, student, options.max_notebook_mb << 20)

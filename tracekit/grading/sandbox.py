@@ -117,7 +117,7 @@ def _resident_bytes(pids: list[int]) -> int:
 
 
 def _launch(job: dict, wall: float, *, memory_mb: int, max_pids: int, tmpfs_mb: int, hide: list[str],
-            nonce: str | None, cell_timeout: float, cpus: float | None = None) -> _Outcome:
+            cell_timeout: float, cpus: float | None = None) -> _Outcome:
     """Start one sandbox, feed it the job, collect its lines, kill it and everything in it. `wall`
     counts the sandbox's own CPU time where its cgroup accounts for it (then wall-clock time is
     capped at WALL_FACTOR times that), else wall-clock seconds."""
@@ -125,14 +125,14 @@ def _launch(job: dict, wall: float, *, memory_mb: int, max_pids: int, tmpfs_mb: 
     uid, lease = isolation.lease_uid()  # a uid no user and no process has: nothing to sweep before
     try:
         return _launch_as(uid, iso, job, wall, memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb, hide=hide,
-                          nonce=nonce, cell_timeout=cell_timeout, cpus=CPUS if cpus is None else cpus)
+                          cell_timeout=cell_timeout, cpus=CPUS if cpus is None else cpus)
     finally:
         if lease is not None:
             os.close(lease)
 
 
 def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, memory_mb: int, max_pids: int,
-               tmpfs_mb: int, hide: list[str], nonce: str | None, cell_timeout: float,
+               tmpfs_mb: int, hide: list[str], cell_timeout: float,
                cpus: float = 1.0) -> _Outcome:
     group = None
     if iso.cgroup:
@@ -156,6 +156,8 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, wall: float, *, me
            "probe_timeout": probe_timeout, "own_uid": os.geteuid() == 0}
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": f"{home}/.mpl",
            "IPYTHONDIR": f"{home}/.ipython", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           # large allocations from mmap, given back when freed: the kernel's memory figures follow what is live
+           "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072",
            "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "TMPDIR": "/tmp" if iso.namespaces else home}
     package_parent = str(Path(isolation.tracekit.__file__).resolve().parent.parent)  # the grader's own tracekit
     command = [sys.executable, "-I", "-c",
@@ -302,7 +304,7 @@ def _run_notebook(job: dict, code_cells: list[str], started: float, timeout: flo
             result.failures.append(f"the {timeout:.0f} s time limit ran out")
             return None
         cells = [[i, src] for i, src in enumerate(code_cells) if i not in skipped]
-        out = _launch({**job, "cells": cells}, left, nonce=None, **limits)
+        out = _launch({**job, "cells": cells}, left, **limits)
         result.survivors += out.survivors
         if any(x.get("cells_done") is True for x in out.lines):
             return out
@@ -321,18 +323,17 @@ def run(
     code_cells: list[str],
     exercise_id: str,
     inputs: dict[str, Any],
-    nonce: str | None = None,
     timeout: float = 120,
     memory_mb: int = 4096,
     hide: list[str] | None = None,
     cell_timeout: float | None = None,
     max_pids: int = 128,
-    tmpfs_mb: int = 256,
+    tmpfs_mb: int = 512,
 ) -> SandboxResult:
     """Run the notebook as written and probe every answer in a fresh sandbox (a probe that kills it
     costs that question only), then each measured workload in a fresh sandbox of its own (the
     kernel's memory high-water mark of that sandbox is the measurement). Raw observations and
-    kernel measurements come back; nothing is judged here (`nonce` is unused, kept for callers)."""
+    kernel measurements come back; nothing is judged here."""
     from ..exercises import get
 
     started = time.monotonic()
@@ -394,7 +395,7 @@ def measure_reference(exercise_id: str, question: str, cells: list[str], config:
     """The kernel's memory high-water mark of a sandbox that runs trusted reference cells and the
     question's workload (the baseline a submission's measurement is compared with)."""
     result = SandboxResult()
-    lim = {"memory_mb": 4096, "max_pids": 128, "tmpfs_mb": 256, "hide": [], "cell_timeout": 60.0, **limits}
+    lim = {"memory_mb": 4096, "max_pids": 128, "tmpfs_mb": 512, "hide": [], "cell_timeout": 60.0, **limits}
     out = _run_notebook({"mode": "measure", "exercise": exercise_id, "question": question, "config": config},
                         cells, time.monotonic(), 300.0, lim, result, set())
     values = next((x["measured"] for x in out.lines if isinstance(x.get("measured"), dict)), None) if out else None

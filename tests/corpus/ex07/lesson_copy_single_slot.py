@@ -1,5 +1,6 @@
-# expect: q1=zero q2=less
+# expect: q1=less q2=less
 # why: q1 answers 1 for every program; q2 keeps only the last packed tensor in one slot (fine for one saved tensor, wrong for two graphs at once)
+# lead: a table question gives a share per right entry (every case is judged), so half the table right scores half, not zero
 # %%
 import torch  # noqa: F401 - for your answers
 

@@ -42,11 +42,13 @@ def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
         value_ok &= close(calls[0], h.flatten().tolist(), tol)
         repeat_ok &= close(calls[1], h.flatten().tolist(), tol)
         dtype_ok &= seen.get("dtype") == case["dtype"]
+    if not value_ok:  # nothing counts until the values are f'' (a right dtype alone earns nothing)
+        return 0.0, ("the first call is not f''(x): differentiate the first derivative, which needs a graph "
+                     "(create_graph=True); finite differences are not exact enough")
     return parts(
-        (value_ok, "the first call is not f''(x): differentiate the first derivative, which needs a graph "
-                   "(create_graph=True); finite differences are not exact enough"),
-        (repeat_ok and value_ok, "a second call on the same x gives something else: does your answer "
-                                 "depend on what is already in x.grad?"),
+        (True, ""),
+        (repeat_ok, "a second call on the same x gives something else: does your answer "
+                    "depend on what is already in x.grad?"),
         (dtype_ok, "return the result in x's dtype"),
     )
 

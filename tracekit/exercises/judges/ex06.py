@@ -2,11 +2,12 @@
 
 Correct: the diagnostic values after each SGD step (a float or a tensor without history:
 `.item()`, `float()`, `.detach()`, `.data`, or computing it under no_grad / inference_mode),
-the same trained parameters, and — on a 24-step run with a 32,768-row validation batch, in a
+the same trained parameters, and — on a 24-step run with a 65,536-row validation batch, in a
 sandbox of its own — a memory high-water mark (the kernel's, of the whole sandbox) at most
-64 MiB above the reference loop's measured the same way (run to run it varies by well under
-1 MiB). One graph kept per step costs about 15 MiB there (about 360 MiB in all), so every
-way of keeping graphs fails: `val.clone()`,
+160 MiB above the reference loop's measured the same way (run to run the reference varies by
+under 1 MiB; an honest answer written another way measured up to +96 MiB once). One graph kept
+per step costs about 15 MiB there (about 360 MiB in all), so every way of keeping graphs fails:
+`val.clone()`,
 returning floats while stashing the tensors elsewhere (a global, a closure, a child process),
 keeping every graph and converting at the end. All or nothing: a blank (the buggy loop) scores 0.
 """
@@ -22,7 +23,7 @@ from ..ex06 import TRAIN, setup
 from ..watch import Watch
 from .common import close
 
-GRADE_SLACK = 64 << 20  # kernel bytes above the reference run (one kept graph per step: ~15 MiB, 24 steps)
+GRADE_SLACK = 160 << 20  # kernel bytes above the reference run (one kept graph per step: ~15 MiB, 24 steps)
 SELF_SLACK = 8 << 20  # storage bytes above the reference in the self-check (one kept graph: 2 MiB, 12 steps)
 REFERENCE = TRAIN.format(diag="val = model(x_val).pow(2).mean()\n        history.append(val.item())", ret="history")
 

@@ -4,9 +4,11 @@ q1: correct = the number of pack calls, counted by running the program under cou
 Wrong: counting ops instead of saved tensors; forgetting the saved scalar, or a value saved
 twice (sin and cos both save a: two packs).
 q2: correct = gradients right with two graphs alive, each backwarded twice in interleaved
-order, in float32 or float64 (half); and, on 16 graphs run one after another (three 8 MiB saved
+order, in float32 or float64, and with 12 big graphs alive at once (288 MiB saved: more than the margin
+below, so a store that bounds itself by evicting loses live entries here or keeps too much there)
+(half); and, on 16 graphs run one after another (three 8 MiB saved
 tensors each), the same gradients and a memory high-water mark — the kernel's, of a sandbox of
-its own — at most 64 MiB above a store that lets go (half). What pack returns is not judged:
+its own — at most 160 MiB above a store that lets go (half). What pack returns is not judged:
 it cannot be seen from outside the answer's process, so returning the tensor itself passes. Look-right-but-wrong:
 `len(STORE)` keys (collide once an entry is removed), `pop` on unpack (second unpack fails),
 one global slot (the second graph overwrites the first), returning the tensor itself, a store
@@ -59,7 +61,7 @@ class Handle:
 
 
 hooks = (Handle, lambda handle: STORE[handle.key])'''
-GRADE_SLACK = 64 << 20  # kernel bytes above the reference run (a store that never lets go: ~24 MiB per graph)
+GRADE_SLACK = 160 << 20  # kernel bytes above the reference run (a store that never lets go: ~24 MiB per graph)
 SELF_SLACK = 4 << 20  # storage bytes above the reference in the self-check (~3 MiB per graph kept)
 
 
@@ -93,15 +95,22 @@ def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
     """Gradients under every use (half); the measured run's values and memory (half, once the first holds)."""
     dtype = getattr(torch, inputs["dtype"])
     want = []
-    for key, f in (("a1", lambda t: (t.exp() * t.sin()).sum()), ("a2", lambda t: (t.tanh() * t).sum())):
+    for key, f, times in (("a1", lambda t: (t.exp() * t.sin()).sum(), 3), ("a2", lambda t: (t.tanh() * t).sum(), 2)):
         a = torch.tensor(inputs[key], dtype=dtype, requires_grad=True)
         (g,) = torch.autograd.grad(f(a), a)
-        want.append((2 * g).double().tolist())
+        want.append((times * g).double().tolist())
     grads = obs.get("grads") or [None, None]
     tol = 1e-9 if inputs["dtype"] == "float64" else 1e-5
     if not (len(grads) == 2 and close(grads[0], want[0], tol) and close(grads[1], want[1], tol)):
         return 0.0, ("gradients changed: with two graphs alive and each backwarded twice, every unpack must return "
                      "exactly the tensor its own pack received (unique handles, still valid on a second unpack)")
+    alive = inputs["alive"]
+    alive_sums = _workload_sums(json.dumps(alive, sort_keys=True))
+    if "alive_error" in obs or not close(obs.get("alive_sums"), alive_sums, 1e-4):
+        why = f" ({obs['alive_error']})" if "alive_error" in obs else ""
+        return 0.0, (f"with {alive['graphs']} big graphs alive at once the gradients changed{why}: a store must keep "
+                     "every tensor whose graph is alive, however many there are (it may let one go only when its "
+                     "handle is dropped)")
     measured = obs.get("measured") or {}
     how = measured.get("how")
     config = inputs["measure"]["self" if how == "watch" else "grade"]

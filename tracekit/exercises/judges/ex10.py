@@ -61,11 +61,10 @@ def judge(obs: dict, inputs: dict) -> tuple[float, str]:
         hint += "; you save a new tensor (a copy or a recomputed value): save the tensors themselves"
     else:
         hint += f"; you save {' and '.join(ours) if ours else 'nothing'}"
-    return parts(
-        (values_ok, "y or the gradients differ from PyTorch's (torch.func.vjp): backward must use only `saved` "
-                    "and `grad`, since other calls run in between"),
-        (saves_ok, hint),
-    )
+    if not values_ok:  # the saved tensors count only for a rule that computes the right values
+        return 0.0, ("y or the gradients differ from PyTorch's (torch.func.vjp): backward must use only `saved` "
+                     "and `grad`, since other calls run in between")
+    return parts((True, ""), (saves_ok, hint))
 
 
 JUDGES = {"q1": judge, "q2": judge, "q3": judge}
