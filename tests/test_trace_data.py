@@ -64,8 +64,8 @@ def make_leaves(program):
 def drawn_lifetimes(tr):
     """residual label -> its lifetime words, as the drawing shows them (HTML strip and plain lines)."""
     out_html, out_plain = {}, {}
-    src = trace_graph(tr, html=True).source
-    plain = trace_graph(tr, html=False).source.replace("\\l", "\n")
+    src = trace_graph(tr, html=True).source.replace('<br align="left"/>', " ")  # long words wrap in the strip
+    plain = trace_graph(tr, html=False).source.replace("\\l", "\n").replace("\n    ", " ")  # and in plain lines
     for r in tr.residuals:
         key = f"#{r.node.index} {r.node.name}.{r.slot} · "
         rows = [row for row in src.split("<tr>") if html.escape(key) in row]

@@ -56,6 +56,7 @@ PALE = {
     RESIDUAL: "#f6d2b2", "#2e7d32": "#c6e6c3", "#6a3d9a": "#dccdee", "#c62828": "#f6c4c0", "#777777": "#dddddd",
 }
 STRIP_MAX_SLOTS, STRIP_MAX_ROWS = 32, 12
+STRIP_WORDS = 44  # characters per line of a lifetime's words in the strip (longer ones wrap, the strip stays narrow)
 _CHAR_PT = 5.6  # average Helvetica glyph width at 10 pt, for the width estimate
 
 
@@ -321,9 +322,10 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
                 cells.append(f'<td bgcolor="{PALE[colour]}"></td>')
             else:
                 cells.append("<td></td>")
+        words = '<br align="left"/>'.join(escape(part) for part in textwrap.wrap(_free_words(lifetimes, r), STRIP_WORDS))
         rows.append(f'<tr><td align="left"><font point-size="9">{escape(_residual_name(r))}</font></td>'
                     f'{"".join(cells)}<td width="4"></td>'
-                    f'<td align="left"><font point-size="9"> {escape(_free_words(lifetimes, r))}</font></td></tr>')
+                    f'<td align="left" balign="left"><font point-size="9"> {words}</font></td></tr>')
     return "".join(rows)
 
 
@@ -672,7 +674,7 @@ def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None, fo
     kept = " (retain_graph: nothing released)" if trace.retained else ""
     order = "observed order" + kept if trace.steps else "expected order: backward not run yet"
     title += f"\n{where}; reverse in {order}"
-    chars = max(40, int(width * 0.75 / _CHAR_PT))  # 10 pt characters that fit the width
+    chars = max(40, int((width * 0.75 - 24) / 5.9))  # 10 pt characters that fit inside the margins (wide glyphs)
     title = "\n".join(part for line in title.split("\n") for part in textwrap.wrap(line, chars) or [""])
     if html:
         label = ('<<table border="0" cellspacing="0" cellpadding="1">'
@@ -690,7 +692,7 @@ def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None, fo
         lines = [*title.split("\n"), "grey: forward ops · blue: reverse rules · orange dashed: residual (saved value"
                  f" → the rule that reads it){' · ' + roles if roles else ''}",
                  *(_plain_lifetimes(trace, plan) if _strip_fits(trace, plan, width) else [_NO_STRIP])]
-        lines = [part for line in lines for part in textwrap.wrap(line, chars, subsequent_indent="  ") or [""]]
+        lines = [part for line in lines for part in textwrap.wrap(line, chars, subsequent_indent="    ") or [""]]
         label = _q("\n".join(lines)).replace("\\n", "\\l")[:-1] + '\\l"'
     g = graphviz.Digraph("trace")
     g.attr(rankdir="TB", fontname="Helvetica", fontsize="10", labelloc="b", labeljust="l", newrank="true",
