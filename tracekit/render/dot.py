@@ -322,7 +322,8 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
                 cells.append(f'<td bgcolor="{PALE[colour]}"></td>')
             else:
                 cells.append("<td></td>")
-        words = '<br align="left"/>'.join(escape(part) for part in textwrap.wrap(_free_words(lifetimes, r), STRIP_WORDS))
+        lines = textwrap.wrap(_free_words(lifetimes, r), STRIP_WORDS)
+        words = '<br align="left"/>'.join(escape(part) for part in lines)
         rows.append(f'<tr><td align="left"><font point-size="9">{escape(_residual_name(r))}</font></td>'
                     f'{"".join(cells)}<td width="4"></td>'
                     f'<td align="left" balign="left"><font point-size="9"> {words}</font></td></tr>')
