@@ -152,15 +152,16 @@ def save_failure(page, name: str, log: Path | None = None) -> list[Path]:
 
 
 @contextlib.contextmanager
-def open_notebook(server: dict, notebook: str, name: str, profile: Path) -> Iterator:
-    """A Chromium page with `notebook` open on a running, idle kernel; artifacts on failure."""
+def open_notebook(server: dict, notebook: str, name: str, profile: Path, width: int = 1400,
+                  height: int = 1000) -> Iterator:
+    """A Chromium page (`width` × `height` px) with `notebook` open on a running, idle kernel; artifacts on failure."""
     from playwright.sync_api import sync_playwright
 
     start_session(server, notebook)
     with sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
             str(profile), executable_path=CHROMIUM, headless=True, args=FLAGS,
-            viewport={"width": 1400, "height": 1000},
+            viewport={"width": width, "height": height},
         )
         page = context.pages[0] if context.pages else context.new_page()
         try:

@@ -15,15 +15,15 @@ PACKAGE = Path(tracekit.__file__).parent
 
 # lowest first: a module may import only from a lower layer (or, inside a subpackage, its siblings)
 LAYERS: list[set[str]] = [
-    {"errors"},
+    {"errors", "derivatives"},
     {"internals"},
     {"storage", "rules", "keeper", "progress", "models", "transformer", "cost", "render", "render.figures",
      "lifetimes", "serve"},
     {"model", "live", "memory", "render.svg", "course"},
-    {"saved", "frames", "without_data", "render.table", "render.dot", "trace_format"},
+    {"saved", "frames", "without_data", "render.table", "render.dot", "trace_format", "timeline"},
     {"build", "predict", "results"},
     {"record", "observe"},
-    {"diff", "formula", "lab", "memory_budget", "scenarios"},
+    {"diff", "formula", "lab", "memory_budget", "scenarios", "explain"},
     {"exercises", "grading", "cli", "__main__", ""},
 ]
 

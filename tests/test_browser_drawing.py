@@ -1,4 +1,4 @@
-"""Issue 14 in a real browser: lesson 1's trace drawing fits JupyterLab's output area (1400 px
+"""Issue 14 (and 30) in a real browser: lesson 1's trace drawing fits JupyterLab's output area (1280 px
 window) instead of being cut off on the right; the screenshot goes to artifacts/browser/."""
 
 import pytest
@@ -18,7 +18,7 @@ MEASURE_JS = """(img) => {
 def test_lesson_one_drawing_fits_the_output_area(lab_server, tmp_path):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "lesson01-drawing.png"
-    with open_notebook(lab_server, LESSON, "lesson01-drawing", tmp_path / "profile") as page:
+    with open_notebook(lab_server, LESSON, "lesson01-drawing", tmp_path / "profile", width=1280) as page:
         ran = run_all_cells(page)
         assert ran["ok"] is True and ran["dialogs"] == 0, ran
         drawing = page.locator(".jp-OutputArea-output img[src^='data:image/svg+xml']").first

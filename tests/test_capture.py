@@ -133,13 +133,14 @@ def test_scalar_only_multiplication_saves_just_the_scalar():
     assert all(r.nbytes <= 8 for r in mul.residuals)  # the 400-byte input is not saved
 
 
-def test_unknown_op_shows_residuals_with_plain_line():
+def test_op_outside_the_lesson_table_gets_pytorchs_rule():
     a = torch.rand(4, requires_grad=True) + 0.5
     y = torch.atan2(a, a.detach() + 1).cumprod(0).sum()
     tr = tk.trace(y)
     atan = next(n for n in tr.nodes if n.op == "atan2")
-    assert not atan.described
-    assert atan.residuals and all(r.rule == NOT_DESCRIBED for r in atan.residuals)
+    assert atan.described and "Atan2Backward0" not in tk.RULES
+    assert atan.residuals and all(r.rule.startswith("PyTorch: ") and "atan2_backward" in r.rule
+                                  for r in atan.residuals)
 
 
 def test_source_points_at_the_users_line():

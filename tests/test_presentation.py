@@ -53,7 +53,7 @@ def test_every_tracekit_table_is_the_one_html_table():
     x = torch.randn(3, requires_grad=True)
     trace = tk.trace((x.exp() * x).sum())
     table = trace.table()
-    assert table._repr_html_() == html_table(table.columns, table.rows)
+    assert table._repr_html_() == html_table(table.columns, table.rows, table.caption, wrap=table.wraps)
     result = tk.ScenarioResult("s", "cpu", {"a <b>": "1 & 2"})
     assert _cells(result._repr_html_()) == [["", "cpu"], ["a <b>", "1 & 2"]]
     budget = tk.budget(device="meta")

@@ -15,6 +15,7 @@ from .errors import (
     TracekitError,
 )
 from .exercises import check
+from .explain import explain
 from .lab import SigmoidLab, lab
 from .lifetimes import Lifetime, Lifetimes
 from .memory import DeviceUnavailableError, Measurement, measure
@@ -59,6 +60,7 @@ __all__ = [
     "measure",
     "scenarios",
     "trace",
+    "explain",  # issue 30
     "diff",  # issue 15
     "TraceDiff",
     "checkpoint_cache",

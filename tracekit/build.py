@@ -37,6 +37,7 @@ from .storage import StorageKey, device_text, has_data, storage_key, storage_nby
 from .without_data import backend_of_outputs, note_for
 
 Sources = dict[int, tuple[str | None, str]]  # a node's sequence number -> (source line, call name)
+Modules = dict[int, str]  # a node's sequence number -> the module whose forward made it (its label)
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 
 
@@ -60,11 +61,13 @@ def build_trace(
     names: Names,
     mutations: list[Mutation] | None = None,
     progress: bool | None = None,
+    modules: Modules | None = None,
 ) -> Trace:
-    """Walk the graph once and turn what autograd holds into a Trace."""
+    """Walk the graph once and turn what autograd holds into a Trace (`modules`: which module made
+    each call's output nodes, from capture)."""
     roots = _check_outputs(outputs)
     with gc_paused():
-        return _Builder(outputs, sources, names, mutations or []).build(roots, progress)
+        return _Builder(outputs, sources, names, mutations or [], modules or {}).build(roots, progress)
 
 
 def _check_outputs(outputs: tuple[Any, ...]) -> list[Any]:
@@ -92,8 +95,9 @@ class _Builder:
     the record's rows as they are made."""
 
     def __init__(self, outputs: tuple[torch.Tensor, ...], sources: Sources | None, names: Names,
-                 mutations: list[Mutation]) -> None:
+                 mutations: list[Mutation], modules: Modules) -> None:
         self.outputs = outputs
+        self.modules = modules
         self.sources = sources
         self.names = names
         self.mutations = mutations
@@ -117,12 +121,17 @@ class _Builder:
         # leaves that get gradients: a residual in their storage is theirs (e.g. W.t())
         self.parameter_keys = {storage_key(n.variable): self.leaf_label(n) for n in everything if is_leaf_node(n)}
         nexts = [g.next_functions for g in graph_nodes]
-        sources = _node_sources(graph_nodes, nexts, self.position, self.sources) if self.sources is not None else None
+        owners = _owners(graph_nodes, nexts, self.position, self.sources) if self.sources is not None else None
+        sources = [self.sources[o] if o >= 0 else (None, None) for o in owners] if owners is not None else None
+        modules = self.modules
         bar = Progress(len(graph_nodes), "tracing nodes", progress)
         nodes = []
         for i, gnode in enumerate(graph_nodes):
             bar.update(i)
-            nodes.append(self.node(gnode, i, nexts[i], sources[i] if sources else (None, None)))
+            row = self.node(gnode, i, nexts[i], sources[i] if sources else (None, None))
+            if owners is not None and modules:
+                row = row._replace(module=modules.get(owners[i]))
+            nodes.append(row)
         bar.close()
         output_names = [self.names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
                         for t in self.outputs]
@@ -258,9 +267,10 @@ class _Builder:
         return "intermediate (made outside the traced graph)", None, None, Role.INTERMEDIATE
 
 
-def _node_sources(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]], position: dict[Any, int],
-                  sources: Sources) -> list[tuple[str | None, str | None]]:
-    """(source line, call) of each node, in forward order. The recorder saw each call's output
+def _owners(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]], position: dict[Any, int],
+            sources: Sources) -> list[int]:
+    """The call each node belongs to (its output node's sequence number, -1: none seen), in forward
+    order; it gives the node its source line, call and module. The recorder saw each call's output
     nodes; a node a call made on the way (e.g. the `t` inside `linear`) gets the source of the
     first call, in forward order, whose outputs lead to it through nodes no earlier call made:
     consumers run later, so one pass from the last node back settles every node."""
@@ -276,7 +286,7 @@ def _node_sources(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...
             j = position.get(child) if child is not None else None
             if j is not None and seq[j] not in sources and (owner[j] < 0 or mine < owner[j]):
                 owner[j] = mine
-    return [sources[o] if o >= 0 else (None, None) for o in owner]
+    return owner
 
 
 def _with_notes(record: Record, backend: str) -> Record:
@@ -315,7 +325,7 @@ def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
 @functools.cache
 def _rules_of(kind: type, name: str, n_inputs: int) -> dict[str, str] | None:
     """slot -> the formulas that read it, for a node type (None: not in the rule table)."""
-    if name not in rules.RULES:
+    if not rules.described(name):
         return None
     return rules.rules_by_slot(name, n_inputs, frozenset(slot_names(kind)[0]))
 

@@ -47,6 +47,10 @@ class DiffError(TracekitError, ValueError):
     """The two things given to tk.diff cannot be compared."""
 
 
+class TableArgumentError(TracekitError, ValueError):
+    """A table was asked for a sort or a row count it does not have."""
+
+
 class UnknownScenarioError(TracekitError, KeyError):
     """No scenario has that name (tk.scenarios.REGISTRY lists them)."""
 

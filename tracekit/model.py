@@ -107,6 +107,7 @@ class NodeRow(NamedTuple):
     described: bool  # whether rules.py explains this node
     needs: tuple[bool, ...]  # per input slot of the backward: whether a gradient goes there
     note: str | None  # e.g. where a meta trace ran another kernel than a real device would
+    module: str | None = None  # under capture: the module whose forward made it, `linear1 (Linear)`
 
 
 class ResidualRow(NamedTuple):
@@ -242,6 +243,7 @@ class Node(_View):
     described = _field(8, "whether rules.py explains this node")
     needs = _field(9, "per input slot of the backward: whether a gradient goes there")
     note = _field(10, "where a trace without data ran another kernel than a real device would")
+    module = _field(11, "under capture: the module whose forward made it, e.g. `linear1 (Linear)`")
 
     @property
     def attributes(self) -> dict[str, Any]:
@@ -619,24 +621,33 @@ class Trace:
         self._data.observed = lifetimes
         self._views.pop("steps", None)
 
-    def draw(self, max_nodes: int = 60, width: int = 900) -> graphviz.Digraph:
-        """The trace as a graphviz drawing at most `width` px wide: reverse rules above the forward
-        ops they reverse, residual edges, a lifetime strip and a legend (long traces fold)."""
+    def draw(self, max_nodes: int = 60, width: int = 840) -> graphviz.Digraph:
+        """The trace as a graphviz drawing laid out for a place `width` px wide, at full size (text
+        never scaled down): reverse rules above the forward ops they reverse, residual edges with
+        the bytes they pin, a lifetime strip and a legend (long traces fold and collapse)."""
         from .render.dot import trace_graph
 
         return trace_graph(self, max_nodes=max_nodes, width=width)
 
-    def svg(self, max_nodes: int = 60, width: int = 900) -> str:
+    def svg(self, max_nodes: int = 60, width: int = 840) -> str:
         """The drawing rendered to SVG (system `dot` if present, else the bundled renderer)."""
         from .render.svg import render_svg
 
         return render_svg(self.draw(max_nodes=max_nodes, width=width).source)
 
-    def table(self) -> Table:
-        """The residuals as a table (HTML in Jupyter, text in a terminal)."""
+    def table(self, sort: str = "forward", top: int | None = None) -> Table:
+        """The residuals as a table (HTML in Jupyter, text in a terminal). `sort="bytes"`: most
+        bytes only the graph keeps first (`"pinned"`: most bytes pinned); `top`: that many rows."""
         from .render.table import residual_table
 
-        return residual_table(self)
+        return residual_table(self, sort, top)
+
+    def by_module(self) -> Table:
+        """Residuals per module of the captured model: how many, the bytes only the graph keeps
+        for them, what else they pin, and the steps that free them (observed, else predicted)."""
+        from .render.table import module_table
+
+        return module_table(self)
 
     def text(self) -> str:
         """Plain text with the same facts as the drawing."""
@@ -660,6 +671,13 @@ class Trace:
             f"visible {format_bytes(self.visible_bytes)}"
         ) + (f" ({self.without_data} tensors: predicted from shapes, no values)" if self.without_data else "")
 
+    def timeline(self) -> Any:
+        """A matplotlib figure: bytes the residuals keep alive as each reverse step starts, stacked
+        by residual (the largest named), predicted and (after backward) observed, the peak marked."""
+        from .timeline import timeline_figure
+
+        return timeline_figure(self)
+
     def predict_backward(self, retain_graph: bool = False) -> Prediction:
         """The reverse order and free points predicted from the graph's structure (no backward run;
         the same before and after one)."""
@@ -671,9 +689,15 @@ class Trace:
         return self.text()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from .render.dot import WIDTH
+        from .render.svg import scrolling_html
+
         bundle = {"text/plain": self.text()}
         try:
-            bundle["image/svg+xml"] = self.svg()
+            bundle["image/svg+xml"] = svg = self.svg()
+            wide = scrolling_html(svg, WIDTH)  # wider than a cell: full size in a box that scrolls sideways
+            if wide is not None:
+                bundle["text/html"] = wide
         except Exception as err:  # a drawing problem must never hide the facts
             bundle["text/plain"] += f"\n(drawing unavailable: {err})"
         return bundle

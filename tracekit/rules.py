@@ -5,12 +5,17 @@ order PyTorch lists them (`grad_fn.next_functions`). A name in a formula that is
 the node's saved slots (`self`, `other`, `result`, `mat2`, ...) is a residual the rule
 reads; `grad` is the incoming gradient. Like HIPS/autograd's `defvjp` lines, the table
 shows at a glance whether a rule needs an input (`self`) or the output (`result`).
+
+A node the table does not write out gets PyTorch's own formula from the installed torch's
+derivatives.yaml (derivatives.py), marked `PyTorch: ` in every view.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+
+from . import derivatives
 
 RULES: dict[str, dict[str, str]] = {
     # arithmetic
@@ -78,9 +83,26 @@ NOT_DESCRIBED = "rule not described yet"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
 
-def input_rules(node_name: str, n_inputs: int) -> list[tuple[str, str]] | None:
-    """(input name, gradient formula) for each input of a node, or None if not in the table."""
+@functools.cache
+def rule_table(node_name: str) -> dict[str, str] | None:
+    """input -> gradient formula for a node: the lesson table's, else PyTorch's (marked), else None."""
     table = RULES.get(node_name)
+    if table is not None:
+        return table
+    found = derivatives.lookup(node_name)
+    if found is None:
+        return None
+    return {name: derivatives.MARK + formula for name, formula in found.input_rules().items()}
+
+
+def described(node_name: str) -> bool:
+    """Whether a node has a rule: in the lesson table or PyTorch's derivatives.yaml."""
+    return rule_table(node_name) is not None
+
+
+def input_rules(node_name: str, n_inputs: int) -> list[tuple[str, str]] | None:
+    """(input name, gradient formula) for each input of a node, or None if it has no rule."""
+    table = rule_table(node_name)
     if table is None:
         return None
     items = list(table.items())
@@ -93,6 +115,8 @@ def input_rules(node_name: str, n_inputs: int) -> list[tuple[str, str]] | None:
 def slots_read(formula: str, slots: set[str]) -> list[str]:
     """The saved slots a formula reads, in the order they appear."""
     seen: list[str] = []
+    if formula.startswith(derivatives.MARK):  # `self.sym_sizes()` reads sizes, not the tensor
+        formula = derivatives.reads_text(formula)
     for name in _NAME.findall(formula):
         if name in slots and name not in seen:
             seen.append(name)
@@ -115,11 +139,21 @@ def rules_by_slot(node_name: str, n_inputs: int, slots: frozenset[str]) -> dict[
     reads = _reads(node_name, n_inputs, slots)
     if reads is None:
         return None
-    by_slot: dict[str, list[str]] = {}
+    by_slot: dict[str, dict[str, list[str]]] = {}  # slot -> formula -> the inputs it gives
     for name, formula, read in reads:
         for slot in read:
-            by_slot.setdefault(slot, []).append(f"grad_{name} = {formula}")
-    return {slot: "; ".join(found) for slot, found in by_slot.items()}
+            by_slot.setdefault(slot, {}).setdefault(formula, []).append(f"grad_{name}")
+    return {slot: "; ".join(assignment(names, formula) for formula, names in found.items())
+            for slot, found in by_slot.items()}
+
+
+def assignment(names: list[str], formula: str) -> str:
+    """`grad_self = grad * other` for each name; one PyTorch formula giving several inputs names
+    them all once, marked first."""
+    if formula.startswith(derivatives.MARK):
+        given = names[0] if len(names) == 1 else "grad_{" + ", ".join(n.removeprefix("grad_") for n in names) + "}"
+        return f"{derivatives.MARK}{given} = {formula.removeprefix(derivatives.MARK)}"
+    return "; ".join(f"{name} = {formula}" for name in names)
 
 
 def rule_text(slot: str, by_slot: dict[str, str] | None) -> str:

@@ -85,13 +85,14 @@ def _tuples(value: Any) -> Any:
 
 def _rows(table: dict[str, Any], kind: Any, convert: dict[str, Any]) -> tuple[Any, ...]:
     fields = table["fields"]
-    missing = [f for f in kind._fields if f not in fields]
+    missing = [f for f in kind._fields if f not in fields and f not in kind._field_defaults]
     if missing:
         raise TraceFormatError(f"the trace file's {kind.__name__} rows lack {missing}: it is not a tracekit trace.")
-    at = [fields.index(f) for f in kind._fields]
+    present = [f for f in kind._fields if f in fields]  # a field added later with a default may be absent
+    at = [fields.index(f) for f in present]
     out = []
     for row in table["rows"]:
-        values = {f: _tuples(row[i]) for f, i in zip(kind._fields, at)}
+        values = {f: _tuples(row[i]) for f, i in zip(present, at)}
         for f, fn in convert.items():
             values[f] = fn(values[f])
         out.append(kind(**values))

