@@ -390,6 +390,7 @@ def test_without_an_assignment_the_columns_are_what_was_submitted(tmp_path):
         gradebook.collect(plain, assigned=["ex99"])
 
 
+@pytest.mark.slow  # three grader CLI runs (~20 s)
 def test_cli_merges_shards_into_the_gradebook(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     write_class(a, NAMES[:10])

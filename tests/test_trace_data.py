@@ -6,6 +6,7 @@ through two views, one or two outputs, retain_graph, create_graph) checks each o
 
 import gc
 import html
+import os
 import pickle
 import re
 
@@ -102,7 +103,8 @@ def renders(tr):
 
 
 @pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("TRACEKIT_EXAMPLES", "25")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])  # CI sets TRACEKIT_EXAMPLES=60
 @given(programs())
 def test_views_read_one_lifetime_and_the_prediction_survives_backward(program):
     leaves = make_leaves(program)
