@@ -51,6 +51,14 @@ KERNEL_READY_JS = """() => {
   return !!(kernel && kernel.connectionStatus === 'connected' && kernel.status === 'idle'
             && panel.content && panel.content.widgets.length > 0);
 }"""
+# ipywidgets' manager registers its comm target on the kernel connection once it is set up: a widget
+# created before that is never seen by the page (its output falls back to text/plain)
+WIDGETS_READY_JS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const kernel = panel && panel.sessionContext.session && panel.sessionContext.session.kernel;
+  if (!kernel) return false;
+  return kernel._targetRegistry === undefined || 'jupyter.widget' in kernel._targetRegistry;
+}"""
 RUN_ALL_JS = """async () => {
   const app = window.jupyterapp;
   await app.shell.currentWidget.sessionContext.ready;  // on a loaded machine the kernel may not be up yet
@@ -178,6 +186,7 @@ def open_notebook(server: dict, notebook: str, name: str, profile: Path, width: 
 def run_all_cells(page) -> dict:
     """Run every cell through JupyterLab's command registry; wait until it finished and the kernel is idle."""
     page.set_default_timeout(RUN_TIMEOUT_MS)
+    page.wait_for_function(WIDGETS_READY_JS, timeout=RUN_TIMEOUT_MS, polling=250)
     result = page.evaluate(RUN_ALL_JS)
     page.wait_for_function(KERNEL_READY_JS, timeout=RUN_TIMEOUT_MS, polling=250)
     after = page.evaluate(AFTER_RUN_JS)  # read once the kernel is idle (right after the run it may still report)
