@@ -173,7 +173,9 @@ def open_notebook(server: dict, notebook: str, name: str, profile: Path, width: 
         )
         page = context.pages[0] if context.pages else context.new_page()
         try:
-            page.goto(f"{server['url']}/lab/tree/{notebook}?token={server['token']}", timeout=PAGE_TIMEOUT_MS)
+            # a workspace of its own, reset: only this notebook open (not the tabs an earlier test left)
+            page.goto(f"{server['url']}/lab/workspaces/{name}/tree/{notebook}?reset&token={server['token']}",
+                      timeout=PAGE_TIMEOUT_MS)
             page.wait_for_function(KERNEL_READY_JS, timeout=PAGE_TIMEOUT_MS, polling=250)
             yield page
         except BaseException:
