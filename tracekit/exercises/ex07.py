@@ -58,7 +58,7 @@ def _probe(hooks: object, inputs: dict) -> dict:
     dtype = getattr(torch, inputs["dtype"])
     a1 = torch.tensor(inputs["a1"], dtype=dtype, requires_grad=True)
     a2 = torch.tensor(inputs["a2"], dtype=dtype, requires_grad=True)
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: student(pack, t), lambda h: student(unpack, h)):
+    with _under(pack, unpack):
         y1 = (a1.exp() * a1.sin()).sum()
         y2 = (a2.tanh() * a2).sum()
     student(y2.backward, retain_graph=True)
@@ -73,15 +73,27 @@ def _probe(hooks: object, inputs: dict) -> dict:
         return {"grads": grads, "alive_error": str(err)}
 
 
+def _under(pack: Callable, unpack: Callable) -> torch.autograd.graph.saved_tensors_hooks:
+    """The answer's hooks around a forward pass; whatever they raise is the answer's."""
+    return torch.autograd.graph.saved_tensors_hooks(lambda t: student(pack, t), lambda h: student(unpack, h))
+
+
+def _workload_graph(pack: Callable, unpack: Callable, config: dict, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k-th graph of a run (three 4·n-byte saved tensors) under the answer's hooks: (input, loss)."""
+    a = workload_input(config, k).requires_grad_()
+    with _under(pack, unpack):
+        return a, (a.exp() * a.sin()).sum()
+
+
+def _backward_twice(y: torch.Tensor) -> None:
+    student(y.backward, retain_graph=True)
+    student(y.backward)
+
+
 def _alive(pack: Callable, unpack: Callable, config: dict) -> list[float]:
-    graphs = []
-    for k in range(config["graphs"]):
-        a = workload_input(config, k).requires_grad_()
-        with torch.autograd.graph.saved_tensors_hooks(lambda t: student(pack, t), lambda h: student(unpack, h)):
-            graphs.append((a, (a.exp() * a.sin()).sum()))
+    graphs = [_workload_graph(pack, unpack, config, k) for k in range(config["graphs"])]
     for _, y in reversed(graphs):  # the newest first: the oldest entries are the last ones unpacked
-        student(y.backward, retain_graph=True)
-        student(y.backward)
+        _backward_twice(y)
     return [float(a.grad.double().sum()) for a, _ in graphs]
 
 
@@ -96,11 +108,8 @@ def measure(hooks: object, config: dict) -> dict:
     pack, unpack = _pair(hooks)
     sums = []
     for k in range(config["graphs"]):
-        a = workload_input(config, k).requires_grad_()
-        with torch.autograd.graph.saved_tensors_hooks(lambda t: student(pack, t), lambda h: student(unpack, h)):
-            y = (a.exp() * a.sin()).sum()
-        student(y.backward, retain_graph=True)
-        student(y.backward)
+        a, y = _workload_graph(pack, unpack, config, k)
+        _backward_twice(y)
         sums.append(float(a.grad.double().sum()))
         del y, a
     return {"grad_sums": sums}
