@@ -313,7 +313,7 @@ def test_process_disk_and_memory_limits_hold_for_the_whole_sandbox():
              "                fh.write(b'x' * (1 << 20))\n                written += 1\n"
              "    except OSError:\n        pass\n"
              f"{DATA_A} = [len(procs), written]\n")
-    hog = ("import subprocess, sys\nchild = 'import time\\nb = b\"x\" * (450 << 20)\\ntime.sleep(15)'\n"
+    hog = ("import subprocess, sys\nchild = 'import time\\nb = b\"x\" * (500 << 20)\\ntime.sleep(15)'\n"
            "kids = [subprocess.Popen([sys.executable, '-c', child]) for _ in range(3)]\n"
            f"{DATA_B} = [k.wait() for k in kids]\n")
     inputs = {q.name: q.draw(__import__("random").Random(1)) for q in get("ex01").questions}
@@ -323,7 +323,7 @@ def test_process_disk_and_memory_limits_hold_for_the_whole_sandbox():
     assert 64 <= written < 128  # 64 MB per file (RLIMIT_FSIZE), 128 MB in all (the tmpfs)
     codes = ran.observations["q2"].get("value") or []
     notes = " ".join(ran.notes)
-    assert -9 in codes or "memory limit" in notes, (codes, notes)  # 3 × 450 MB + the runner > 1400 MB
+    assert -9 in codes or "memory limit" in notes, (codes, notes)  # 3 × 500 MB > 1400 + 64 MB
     assert ran.survivors == 0 and survivors("sleep") == []
 
 
