@@ -246,6 +246,8 @@ def grade_notebook(path: Path, student: str, options: Options) -> dict[str, Any]
     observations = ran.observations or {}
     measured: dict[str, dict] = {}
     notes = sub.warnings + ran.notes
+    timing = {**ran.timing}
+    began = time.monotonic()
     for name, m in ran.measured.items():
         sizes = {**inputs[name]["measure"]["grade"], "seed": 0}
         try:
@@ -255,8 +257,11 @@ def grade_notebook(path: Path, student: str, options: Options) -> dict[str, Any]
             base = None
             notes.append(f"{name}: the reference measurement failed ({type(err).__name__}: {str(err)[:200]})")
         measured[name] = {**m, "reference_peak": base}
+    timing["reference"] = round(time.monotonic() - began, 3)
+    began = time.monotonic()
     with _TRUSTED_LOCK:
         questions = judge_all(exercise, observations, inputs, measured)
+    timing["judge"] = round(time.monotonic() - began, 3)
     points = {q.name: q.points for q in exercise.questions}
     for q in questions:
         q["score"] = _clamp(q.get("score"), points.get(q.get("name"), 0))
@@ -277,7 +282,7 @@ def grade_notebook(path: Path, student: str, options: Options) -> dict[str, Any]
         "score": _clamp(sum(q["score"] for q in questions), exercise.max_score), "max_score": exercise.max_score,
         "questions": questions,
         "sandbox": {"seconds": round(ran.seconds, 2), "notes": notes, "cell_errors": ran.cell_errors,
-                    "isolation": ran.isolation},
+                    "isolation": ran.isolation, "start": ran.start, "timing": timing},
     }
     if ran.cell_errors:
         part["cell_errors"] = ran.cell_errors

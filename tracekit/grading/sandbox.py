@@ -51,6 +51,7 @@ class SandboxResult:
     seconds: float = 0.0
     isolation: str = ""
     start: str = ""  # how its sandboxes started: "warm" (forked) or "cold" (a fresh interpreter each)
+    timing: dict[str, float] = field(default_factory=dict)  # seconds, summed over its sandboxes (see _Talk.timing)
     survivors: int = 0  # processes left after a sandbox was killed (should always be 0)
     failures: list[str] = field(default_factory=list)  # why some answers could not be read at all
     measured: dict[str, dict] = field(default_factory=dict)  # question -> values + the kernel's peak bytes
@@ -66,6 +67,7 @@ class _Outcome:
     peak_how: str = ""  # "cgroup" (everything in the sandbox) or "rss" (its largest process)
     measured: dict[str, dict] = field(default_factory=dict)  # question -> values + the peak read after its workload
     start: str = ""  # "warm" or "cold"
+    timing: dict[str, float] = field(default_factory=dict)  # seconds: start, cells, measure, probes
     refused: str = ""  # the warm path was refused by the kernel (then the run is tried cold)
 
 
@@ -279,7 +281,8 @@ class _Talk:
         self.expected = {m[0] for m in job.get("measures") or []}
         self.tail = bytearray()
         self.exit_reason: list[str] = []
-        self.progress = time.monotonic()
+        self.progress = self.began = time.monotonic()
+        self.marks: dict[str, float] = {}
         self.threads = [threading.Thread(target=t, daemon=True) for t in (self._feed, self._read_out, self._read_err)]
         for t in self.threads:
             t.start()
@@ -295,9 +298,25 @@ class _Talk:
             self.proc.stdin.write(b"go\n")
             self.proc.stdin.flush()
 
+    def timing(self, ended: float) -> dict[str, float]:
+        """Seconds from the launch to the first cell (start), through the cells, the measured
+        workloads and the probes (each phase that happened)."""
+        order = [("start", "first"), ("cells", "cells_done"), ("measure", "measured"), ("probes", "probes_done")]
+        spans, last = {}, self.began
+        for name, mark in order:
+            if mark in self.marks:
+                spans[name] = round(self.marks[mark] - last, 3)
+                last = self.marks[mark]
+        spans["end"] = round(ended - last, 3)
+        return spans
+
     def _take(self, item: dict) -> None:
         self.lines.append(item)
         self.progress = time.monotonic()
+        self.marks.setdefault("first", self.progress)
+        for key in ("cells_done", "probes_done", "measured"):
+            if key in item:
+                self.marks[key] = self.progress
         entry = item.get("measured")
         if isinstance(entry, list) and len(entry) == 2 and entry[0] in self.expected and entry[0] not in self.measured:
             peak = self.group.memory_peak() if self.group is not None else None
@@ -367,6 +386,7 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, limits: _Limits, w
         return _Outcome([], f"the sandbox could not start ({err})")
     talk = _Talk(proc, job, group)
     _supervise(proc, talk, group, limits, max(limits.cell_timeout, probe_timeout), uid)
+    ended = time.monotonic()
     proc.kill()
     proc.wait(10)
     talk.close()
@@ -384,7 +404,7 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, limits: _Limits, w
     for m in talk.measured.values():
         if m["peak_bytes"] is None and peak is not None:  # no cgroup: the run's own peak (a run of its own)
             m["peak_bytes"], m["how"] = peak, how
-    return _Outcome(talk.lines, why, oom, survivors, peak, how, talk.measured, proc.kind)
+    return _Outcome(talk.lines, why, oom, survivors, peak, how, talk.measured, proc.kind, talk.timing(ended))
 
 
 def _why_it_ended(talk: _Talk, proc: _Cold | _Warm, oom: bool, tail: str) -> str | None:
@@ -466,6 +486,8 @@ def _run_notebook(job: dict, code_cells: list[str], started: float, timeout: flo
         out = _launch({**job, "cells": cells}, left, **limits)
         result.survivors += out.survivors
         result.start = result.start or out.start
+        for phase, seconds in out.timing.items():
+            result.timing[phase] = round(result.timing.get(phase, 0.0) + seconds, 3)
         if any(x.get("cells_done") is True for x in out.lines):
             return out
         started_cells = [x["cell"] for x in out.lines if isinstance(x.get("cell"), int)]
