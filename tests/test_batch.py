@@ -381,14 +381,14 @@ def _reachable(argv: list[str], paths: list[str]) -> list[str]:
         return argv
     stage = tempfile.mkdtemp(prefix="tracekit-reach-")
     script, i = [], 0
-    for folder, names in sorted(closed.items()):
-        for name in sorted(names):
+    for folder, inside in sorted(closed.items()):
+        for name in sorted(inside):
             script.append(f'mkdir -p "{stage}/{i}" && mount --bind "{folder}/{name}" "{stage}/{i}"')
             i += 1
     i = 0
-    for folder, names in sorted(closed.items()):
+    for folder, inside in sorted(closed.items()):
         script.append(f'mount -t tmpfs -o mode=0755 tmpfs "{folder}"')
-        for name in sorted(names):
+        for name in sorted(inside):
             script.append(f'mkdir -p "{folder}/{name}" && mount --bind "{stage}/{i}" "{folder}/{name}"')
             i += 1
     return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-ec",

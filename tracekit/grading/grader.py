@@ -63,7 +63,7 @@ class Options:
     memory_mb: int = 4096  # memory of the whole sandbox (cgroup) and of each process in it
     jobs: int = 1
     shard: tuple[int, int] = (1, 1)  # (i, n): grade the i-th of n deterministic parts
-    hide: tuple[str, ...] = ()  # extra folders the sandbox must not see
+    hide: tuple[str, ...] = ()  # extra folders and files the sandbox must not see (the secret's file among them)
     strict: bool = False  # refuse to grade unless namespaces and a cgroup are available
     unsafe: bool = False  # allow grading without namespaces or a cgroup as a non-root user
     max_pids: int = 128  # processes and threads in one sandbox
@@ -98,6 +98,8 @@ def parse_exercises(text: str | None) -> tuple[str, ...] | None:
 def read_secret(path: Path) -> bytes:
     """The instructor's secret from a file (at least 16 bytes; surrounding whitespace dropped)."""
     data = read_regular(Path(path), 4096).strip()
+    if os.stat(path).st_nlink > 1:  # hidden from the sandboxes by its path: another name would show it
+        raise SubmissionError(f"{path}: the secret's file has other hard links; copy it to a file of its own")
     if len(data) < 16:
         raise SubmissionError(f"{path}: a secret needs at least 16 bytes (e.g. `head -c 32 /dev/urandom > {path}`)")
     return data

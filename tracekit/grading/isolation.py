@@ -436,8 +436,11 @@ def _wrap(command: list[str], hide: list[str], tmpfs_bytes: int, uid: int, stage
         argv += ["--remount-ro", parent]
     for path in hide:
         path = os.path.normpath(path)
-        if os.path.isdir(path) and any(path == r or path.startswith(r + "/") for r in roots):
-            argv += ["--tmpfs", path, "--remount-ro", path]
+        if any(path == r or path.startswith(r + "/") for r in roots):
+            if os.path.isdir(path):
+                argv += ["--tmpfs", path, "--remount-ro", path]
+            elif os.path.isfile(path):
+                argv += ["--ro-bind", "/dev/null", path]  # a file (the secret): empty
     argv += ["--proc", "/proc", "--dev", "/dev", "--dir", "/tmp/work", "--dir", "/tmp/home", "--chdir", "/tmp/work",
              "--", *command]
     return argv
