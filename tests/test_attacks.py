@@ -4,6 +4,7 @@ graded by `tracekit grade` in real sandboxes (and a sample through the Gradescop
 must score less than full. Honest variants that such defences used to cost (module-level state,
 first-use imports, a custom autograd.Function) must keep full marks."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -59,9 +60,10 @@ while f is not None and "job" not in f.f_locals:
     f = f.f_back
 if f is not None:
     job, out = f.f_locals["job"], f.f_locals.get("out")
-    if job.get("mode") == "measure" and out is not None:
-        forged = {"measured": {"values": {"history": [0.0] * 4, "steps": job["config"]["steps"], "params": [0.0] * 16}},
-                  "peak_bytes": 1, "reference_peak": 10**12, "how": "cgroup"}
+    if job.get("measures") and out is not None:
+        name, config = job["measures"][0]
+        forged = {"measured": [name, {"values": {"history": [0.0] * 4, "steps": config["steps"], "params": [0.0] * 16},
+                                      "peak_bytes": 1, "reference_peak": 10**12, "how": "cgroup"}]}
         os.write(out, (json.dumps({"cells_done": True}) + "\\n" + json.dumps(forged) + "\\n").encode())
         os._exit(0)'''
 THREAD = '''import threading, time
@@ -291,6 +293,27 @@ def test_the_memory_verdict_is_the_kernels(graded):
     assert abs(honest["peak_bytes"] - honest["reference_peak"]) < 64 << 20
     forged = next(q for q in reports["ex06-leak-forge-channel"]["exercises"][0]["questions"])
     assert forged.get("measured", {}).get("peak_bytes", 2) != 1  # the forged "peak_bytes" is never read
+    if os.geteuid() == 0:  # root with namespaces and a cgroup: every sandbox forked warm, the reference too
+        assert {p["sandbox"]["start"] for r in reports.values() for p in r["exercises"]} == {"warm"}
+
+
+@needs_cgroup
+def test_the_cold_path_gives_the_same_memory_verdicts(tmp_path, monkeypatch):
+    """Started cold (a fresh interpreter per sandbox, the reference measured the same way), the
+    leaking loop still fails and the honest one passes, with the same margins."""
+    monkeypatch.setenv("TRACEKIT_SANDBOX", "cold")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("ex06-leak-plain", "honest-ex06-module-state-first-use"):
+        exercise_id, answers, extra, _ = CASES[name]
+        nbformat.write(notebook(exercise_id, answers, extra, False), subs / f"{name}.ipynb")
+    reports = {r["student"]: r for r in grade_all(subs, tmp_path / "out", Options(timeout=400, memory_mb=3072, jobs=2),
+                                                  progress=lambda line: None)}
+    for name, report in reports.items():
+        assert scores(report) == pytest.approx(CASES[name][3]), name
+        assert report["exercises"][0]["sandbox"]["start"] == "cold"
+    leak = next(q for q in reports["ex06-leak-plain"]["exercises"][0]["questions"] if "measured" in q)["measured"]
+    assert leak["peak_bytes"] - leak["reference_peak"] > 200 << 20
 
 
 @needs_cgroup

@@ -223,13 +223,17 @@ def _clamp(value: Any, most: float) -> float:
 
 @functools.lru_cache(maxsize=32)
 def _reference_peak(exercise_id: str, question: str, config: str, memory_mb: int, max_pids: int,
-                    tmpfs_mb: int) -> int:
+                    tmpfs_mb: int, start: str) -> int:
     """The kernel's memory high-water mark of the reference answer's measured workload, in a sandbox
-    like a submission's (measured once per grading process and workload size: the memory depends on
-    the sizes, not on the values a student's seed draws, so the reference runs with seed 0)."""
+    like a submission's (measured once per grading process, workload size and way of starting a
+    sandbox, warm or cold, so that both sides carry the same inheritance: the memory depends on the
+    sizes, not on the values a student's seed draws, so the reference runs with seed 0)."""
     judges = importlib.import_module(f"tracekit.exercises.judges.{exercise_id}")
-    return sandbox.measure_reference(exercise_id, question, judges.reference_cells(question), json.loads(config),
-                                     memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb)["peak_bytes"]
+    done = sandbox.measure_reference(exercise_id, question, judges.reference_cells(question), json.loads(config),
+                                     memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb)
+    if done["start"] != start:
+        raise RuntimeError(f"the reference ran {done['start']}, the submission {start}: not comparable")
+    return done["peak_bytes"]
 
 
 def grade_notebook(path: Path, student: str, options: Options) -> dict[str, Any]:
@@ -254,7 +258,7 @@ def grade_notebook(path: Path, student: str, options: Options) -> dict[str, Any]
         sizes = {**inputs[name]["measure"]["grade"], "seed": 0}
         try:
             base = _reference_peak(sub.exercise, name, json.dumps(sizes, sort_keys=True), options.memory_mb,
-                                   options.max_pids, options.tmpfs_mb)
+                                   options.max_pids, options.tmpfs_mb, ran.start)
         except Exception as err:  # noqa: BLE001 - the grader's own failure: reported, never the student's
             base = None
             notes.append(f"{name}: the reference measurement failed ({type(err).__name__}: {str(err)[:200]})")
