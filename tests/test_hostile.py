@@ -327,6 +327,24 @@ def test_process_disk_and_memory_limits_hold_for_the_whole_sandbox():
     assert ran.survivors == 0 and survivors("sleep") == []
 
 
+@needs_isolation
+@pytest.mark.parametrize("line", [b"{}\n", b"[" + b"{}," * 4000 + b"{}]\n"], ids=["many-lines", "many-items"])
+def test_output_is_capped_by_items_not_only_bytes(line):
+    """Millions of tiny JSON values on the grader's own channel (its descriptor found through the
+    garbage collector, in the runner's `emit` closure) cost the sandbox, not the grader: it is
+    stopped once it sent more lines or values than the grader reads, well under the byte cap, and
+    the cell that did it is skipped."""
+    flood = ("import gc, os\nemit = next(o for o in gc.get_objects() if callable(o) and "
+             "getattr(o, '__qualname__', '') == 'main.<locals>.emit')\n"
+             "fd = next(c.cell_contents for c in emit.__closure__ if isinstance(c.cell_contents, int))\n"
+             f"chunk = {line!r} * 1000\nfor _ in range(2000):\n    os.write(fd, chunk)\n")
+    inputs = {q.name: q.draw(__import__("random").Random(1)) for q in get("ex01").questions}
+    ran = sandbox.run([flood, sigmoid_with("pass")], "ex01", inputs, timeout=240, memory_mb=3072)
+    assert "cell 1 was skipped: it sent more than the grader reads" in ran.notes, ran.notes
+    assert "error" not in ran.observations[CODE_Q.name] and "missing" not in ran.observations[CODE_Q.name]
+    assert ran.survivors == 0
+
+
 def test_strict_policy_on_this_machine():
     # the non-root policy is tried as a real unprivileged user in tests/test_batch.py
     from tracekit.grading import grader
