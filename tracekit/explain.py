@@ -21,11 +21,13 @@ from typing import Any
 
 import torch
 
+from .capture import CaptureSession, trace
 from .errors import TracekitError
 from .frames import user_frame, where
-from .model import Residual, Status, Trace
-from .record import Recording, trace
+from .reader import Residual
+from .rows import Status
 from .storage import format_bytes
+from .trace import Trace
 
 SECOND_TIME = "Trying to backward through the graph a second time"
 INPLACE = "one of the variables needed for gradient computation has been modified by an inplace operation"
@@ -192,7 +194,7 @@ class Explain:
     """The context manager `tk.explain()` returns."""
 
     def __init__(self) -> None:
-        self.recording = Recording(self._backward)
+        self.recording = CaptureSession(self._backward)
         self.seen: OrderedDict[tuple[Any, ...], _Backward] = OrderedDict()
 
     def __enter__(self) -> Explain:

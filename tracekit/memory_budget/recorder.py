@@ -1,6 +1,6 @@
 """Recording one training step: the phases (backward calls, each reverse rule, zero_grad, the
 optimizer step) marked in the allocation stream, and at each mark who holds each storage
-(`_Recorder`); on the meta device, where there is no allocator, the stream itself (`_MetaStream`)."""
+(`_StepRecorder`); on the meta device, where there is no allocator, the stream itself (`_MetaStream`)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from ..build import is_leaf_node, walk
 from ..frames import forget_snapshot
 from ..internals import TorchDispatchMode, sequence_nr, storage_identity
 from ..memory import AllocationStream, Measurement
-from ..model import Status
+from ..rows import Status
 from ..saved import released, saved_slots
 from ..storage import allocated_bytes
 from .inputs import _tensors_in
@@ -114,7 +114,7 @@ class _SavedValue:
     storage: StorageWeakRef  # to notice when a graph kept by retain_graph lets it go
 
 
-class _Recorder(TorchFunctionMode):
+class _StepRecorder(TorchFunctionMode):
     """Marks the step's phases (backward calls, graph nodes, optimizer and zero_grad) and, at each
     mark, which storage each holder (parameters, gradients, ...) holds."""
 

@@ -22,7 +22,8 @@ import numpy as np
 from .. import rules
 from ..keeper import gc_paused
 from ..lifetimes import GONE, RECOMPUTED, Lifetimes
-from ..model import HeldIn, Node, Residual, Role, Trace
+from ..reader import Node, Residual, TraceData
+from ..rows import HeldIn, Role
 from ..storage import format_bytes
 
 FORWARD, REVERSE, RESIDUAL = "#555555", "#1f5fbf", "#d9731a"
@@ -99,7 +100,7 @@ def _repeats(ops: list[str], max_period: int = 400) -> tuple[int, int, int] | No
     return None
 
 
-def _shown(trace: Trace, max_nodes: int) -> tuple[set[int], list[Node], str]:
+def _shown(trace: TraceData, max_nodes: int) -> tuple[set[int], list[Node], str]:
     """Which node indexes are drawn, which collapse into one box, and a sentence saying so.
     Repeated blocks (identical layers) keep their first copy; otherwise the middle of a long
     trace collapses."""
@@ -122,7 +123,7 @@ def _shown(trace: Trace, max_nodes: int) -> tuple[set[int], list[Node], str]:
     return keep, hidden, f"showing {len(keep)} of {n} nodes; {len(hidden)} collapsed ({ops}, ...)"
 
 
-def _view_runs(trace: Trace, keep: set[int], outputs: set[int]) -> dict[int, str]:
+def _view_runs(trace: TraceData, keep: set[int], outputs: set[int]) -> dict[int, str]:
     """Runs of two or more consecutive view/reshape ops that save nothing (not an output): node
     index -> the id of the box the run is drawn as."""
     groups: dict[int, str] = {}
@@ -170,7 +171,7 @@ def _holder(r: Residual) -> str | Role:
     return "graph"
 
 
-def _outputs(trace: Trace) -> list[tuple[int, str]]:
+def _outputs(trace: TraceData) -> list[tuple[int, str]]:
     """(forward node index, name) of each traced output."""
     outputs = trace.record.outputs
     out = []
@@ -189,7 +190,7 @@ def _leaf_id(label: str) -> str:
 class _Plan:
     """Where each thing goes: ids, columns, leaves between the lanes or on the left."""
 
-    def __init__(self, trace: Trace, keep: set[int], hidden: list[Node],
+    def __init__(self, trace: TraceData, keep: set[int], hidden: list[Node],
                  groups: dict[int, str] | None = None) -> None:
         self.trace, self.keep, self.hidden = trace, keep, hidden
         self.group = groups or {}  # hidden node index -> the box it is drawn in (default: the one collapsed box)
@@ -238,7 +239,7 @@ class _Plan:
         return self.lid(leaf if leaf in self.leaf_at else _extra_key(r))
 
 
-def _rule_label(trace: Trace, node: Node, step_of: dict[int, int], chars: int = RULE_CHARS) -> str:
+def _rule_label(trace: TraceData, node: Node, step_of: dict[int, int], chars: int = RULE_CHARS) -> str:
     step = f"step {step_of[node.index]} · " if node.index in step_of else ""
     rules = _node_rules(node) or ["reads no residual"]
     lines = []
@@ -266,7 +267,7 @@ def _node_rules(node: Node) -> list[str]:
     return [rules.assignment([f"grad_{n}" for n in names], f) for f, names in by_formula.items()]
 
 
-def _estimate_lr_width_pt(trace: Trace, plan: _Plan, step_of: dict[int, int]) -> float:
+def _estimate_lr_width_pt(trace: TraceData, plan: _Plan, step_of: dict[int, int]) -> float:
     """Rough width of the left-to-right layout, in points (Graphviz does the real layout)."""
     total = 0.0
     columns = sorted(plan.keep)
@@ -281,7 +282,7 @@ def _estimate_lr_width_pt(trace: Trace, plan: _Plan, step_of: dict[int, int]) ->
     return total
 
 
-def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
+def _lifetime_strip(trace: TraceData, plan: _Plan) -> str:
     """HTML rows: one bar per residual from the op that saved it to the step that released it
     (solid), then pale while something else still holds its memory."""
     nodes = [trace.nodes[i] for i in sorted(plan.keep)]
@@ -356,7 +357,7 @@ def _no_strip() -> str:
             f'<tr><td align="left" colspan="3"><font point-size="9">{second}</font></td></tr>')
 
 
-def _strip_fits(trace: Trace, plan: _Plan, width: int) -> bool:
+def _strip_fits(trace: TraceData, plan: _Plan, width: int) -> bool:
     """Whether the lifetime strip fits `width` at full size (else the drawing points to tr.timeline())."""
     residuals = [r for i in sorted(plan.keep) for r in trace.nodes[i].residuals]
     if not residuals:
@@ -393,7 +394,7 @@ def _node_line(node_id: str, **attrs: str) -> str:
     return f"{node_id} {_attrs(**attrs)}"
 
 
-def _plain_lifetimes(trace: Trace, plan: _Plan) -> list[str]:
+def _plain_lifetimes(trace: TraceData, plan: _Plan) -> list[str]:
     """The lifetime strip in words, for renderers without HTML labels (the WebAssembly build)."""
     residuals = [r for i in sorted(plan.keep) for r in trace.nodes[i].residuals]
     if plan.hidden or not residuals or len(residuals) > STRIP_MAX_ROWS:
@@ -419,7 +420,7 @@ def _residual_name(r: Residual) -> str:
     return f"{producer} → #{r.node.index} {r.node.name}.{r.slot} · {format_bytes(r.nbytes)}{pins}"
 
 
-def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: bool | None = None,
+def trace_graph(trace: TraceData, max_nodes: int = 60, width: int = WIDTH, html: bool | None = None,
                 fold: bool | None = None) -> graphviz.Digraph:
     """Build the graphviz drawing of a trace (see _trace_graph), with the cycle collector paused:
     the drawing makes many short-lived objects, and each collection would rescan a big trace."""
@@ -427,7 +428,8 @@ def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: boo
         return _trace_graph(trace, max_nodes, width, html, fold)
 
 
-def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None, fold: bool | None) -> graphviz.Digraph:
+def _trace_graph(trace: TraceData, max_nodes: int, width: int, html: bool | None,
+                 fold: bool | None) -> graphviz.Digraph:
     """Build the graphviz drawing of a trace for a place `width` px wide, at full size (big traces
     fold top to bottom; runs of view ops that save nothing, repeated blocks or the middle of a
     long trace collapse into boxes). `html`: draw the legend and lifetime strip as an HTML-like
