@@ -24,6 +24,7 @@ import torch
 from .capture import CaptureSession, trace
 from .errors import TracekitError
 from .frames import user_frame, where
+from .internals import backward_outputs
 from .reader import Residual
 from .rows import Status
 from .storage import format_bytes
@@ -239,14 +240,7 @@ class Explain:
 
 def _graph_outputs(err: BaseException) -> list[torch.Tensor]:
     """The tensors a failed backward started from, from the frames its traceback still holds."""
-    tb = err.__traceback__
-    found: list[torch.Tensor] = []
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code.co_name == "_engine_run_backward":
-            found = [t for t in frame.f_locals.get("t_outputs", ()) if isinstance(t, torch.Tensor)]
-        tb = tb.tb_next
-    return [t for t in found if t.grad_fn is not None]
+    return [t for t in backward_outputs(err.__traceback__) if t.grad_fn is not None]
 
 
 def explain(err: BaseException | None = None) -> Any:
