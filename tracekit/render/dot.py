@@ -363,6 +363,9 @@ def _strip_fits(trace: TraceData, plan: _Plan, width: int) -> bool:
     residuals = [r for i in sorted(plan.keep) for r in trace.nodes[i].residuals]
     if not residuals:
         return True
+    n = len(trace.nodes)  # a slot per forward op at least: past 12 slots each is 13 px + 3
+    if n > 12 and n * (13 + 3) + 40 > width:
+        return False  # too wide whatever the lifetimes say: none is predicted to find that out
     lifetimes = trace.lifetimes()
     slots = len(trace.nodes) + len(lifetimes.order)
     cell = 22 if slots <= 12 else 13
