@@ -33,7 +33,7 @@ from .rows import (
     StorageColumns,
 )
 from .saved import attributes, checkpoint_cache, is_custom_function, saved_values, slot_names
-from .storage import StorageKey, device_text, has_data, storage_key, storage_nbytes, weak_ref
+from .storage import StorageKey, device_text, has_data, storage_key, storage_nbytes, storage_weak_ref
 from .trace import Trace
 from .without_data import backend_of_outputs, note_for
 
@@ -213,19 +213,22 @@ class _Builder:
                  rule_of: dict[str, str]) -> None:
         """One saved tensor (saved.saved_values' tuple): its size, storage, role and the rule that reads it."""
         slot, status, t, place, error, hook = saved
-        key = None
-        if t is not None and t.layout == torch.strided:
-            kind = type(t)
-            if (kind is torch.Tensor or kind is torch.nn.Parameter) and not t.is_meta:
-                key = (_DEVICE.get(t.device) or device_text(t.device), t.untyped_storage().data_ptr())
-            else:
-                key = storage_key(t)
+        key = device = storage_object = None
+        if t is not None:
+            device = device_text(t.device)
+            if t.layout == torch.strided:
+                kind = type(t)
+                if (kind is torch.Tensor or kind is torch.nn.Parameter) and not t.is_meta:
+                    storage_object = t.untyped_storage()
+                    key = (device, storage_object.data_ptr())
+                else:
+                    key = storage_key(t)
         role, from_node, from_name, kind = self.role(slot, t, gnode, key)
         storage = None
         if key is not None:
             storage = self.storage_index.get(key)
             if storage is None:
-                storage = self.storage(key, t)
+                storage = self.storage(key, t, device, storage_object)
         version, saved_version, modified_by = tensor_version(t) if t is not None else None, None, ()
         if status is Status.MODIFIED:
             version, saved_version, modified_by = self.modification(error or "", key, version)
@@ -235,9 +238,9 @@ class _Builder:
         if t is None:
             shape = dtype = device = nbytes = preview = None
         else:
-            shape, dtype = t.shape, _DTYPE_TEXT.get(t.dtype) or _dtype_text(t.dtype)
-            device, nbytes = _DEVICE.get(t.device) or device_text(t.device), t.numel() * t.element_size()
-            preview = _preview(t) if t.numel() <= 4 else None
+            numel = t.numel()
+            shape, dtype, nbytes = t.shape, _DTYPE_TEXT.get(t.dtype) or _dtype_text(t.dtype), numel * t.element_size()
+            preview = _preview(t) if numel <= 4 else None
         rule = rule_of.get(slot)
         if rule is None:
             rule = rules.rule_text(slot, by_slot)
@@ -246,24 +249,29 @@ class _Builder:
                                        modified_by, kind, hook)):
             column.append(value)
 
-    def storage(self, key: StorageKey, t: torch.Tensor) -> int:
-        """The allocation behind a residual (its row index), made once per allocation."""
+    def storage(self, key: StorageKey, t: torch.Tensor, device: str | None = None,
+                storage_object: Any = None) -> int:
+        """The allocation behind a residual (its row index), made once per allocation (`device`,
+        `storage_object`: what the caller already read of `t`)."""
         index = self.storage_index.get(key)
         if index is not None:
             return index
-        parameter_keys = self.parameter_keys
-        var, is_param = self.names.get(key, (parameter_keys.get(key), key in parameter_keys))
-        is_param = is_param or key in parameter_keys or (t.is_leaf and t.requires_grad)
-        leaf_label = parameter_keys.get(key)
+        leaf_label = self.parameter_keys.get(key)
+        named = self.names.get(key)
+        var, is_param = named if named is not None else (leaf_label, leaf_label is not None)
+        grad_leaf = t.requires_grad and t.is_leaf
+        is_param = is_param or leaf_label is not None or grad_leaf
         leaf_role = self.leaf_roles.get(leaf_label) if leaf_label is not None else None
-        if leaf_role is None and t.is_leaf and t.requires_grad:
+        if leaf_role is None and grad_leaf:
             leaf_role = _leaf_role(t, is_param)
+        if storage_object is None:
+            storage_object = t.untyped_storage()
         cols = self.storage_cols
         index = self.storage_index[key] = len(cols[0])
-        for column, value in zip(cols, (key, storage_nbytes(t), device_text(t.device), [], (var,) if var else (),
-                                        bool(is_param), key in self.output_keys, leaf_role)):
+        for column, value in zip(cols, (key, storage_object.nbytes(), device or device_text(t.device), [],
+                                        (var,) if var else (), bool(is_param), key in self.output_keys, leaf_role)):
             column.append(value)
-        self.weaks.append(weak_ref(t))
+        self.weaks.append(storage_weak_ref(storage_object))
         return index
 
     def modification(self, error: str, key: StorageKey | None,
@@ -365,7 +373,6 @@ def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
 
 
 _TYPES: dict[tuple[type, int], tuple[str, str | None, dict[str, str] | None, dict[str, str]]] = {}
-_DEVICE: dict[torch.device, str] = {}
 
 
 def _type_info(gnode: Any, n_inputs: int) -> tuple[str, str | None, dict[str, str] | None, dict[str, str]]:
