@@ -10,7 +10,8 @@ below, so a store that bounds itself by evicting loses live entries here or keep
 tensors each, and two graphs dropped without a backward after each), the same gradients and a
 memory high-water mark — the kernel's, of a sandbox of
 its own — at most 160 MiB above a store that lets go (half). What pack returns is judged only by
-what it costs: returning the tensor itself keeps a saved output's graph alive (as keeping `t` does). Look-right-but-wrong:
+what it costs: returning the tensor itself keeps a saved output's graph alive (as keeping `t` does).
+Look-right-but-wrong:
 `len(STORE)` keys (collide once an entry is removed), `pop` on unpack (second unpack fails),
 one global slot (the second graph overwrites the first), a store
 that never lets go (grows with every graph), a store that keeps `t` instead of `t.detach()` (a
