@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import GradesConflictError, IsolationError
+from ..errors import GradesConflictError, IsolationError, JudgesMissingError
 from ..exercises import IDS, draw_inputs, get, judge_all
 from . import isolation, sandbox
 from .submission import MAX_NOTEBOOK_BYTES, Notebook, SubmissionError, discover_all, read, read_regular
@@ -130,6 +130,16 @@ def in_shard(student: str, shard: tuple[int, int]) -> bool:
     """Deterministic split by a stable hash of the student's name."""
     i, n = shard
     return zlib.crc32(student.encode("utf-8", "surrogatepass")) % n == i - 1
+
+
+def require_judges() -> None:
+    """JudgesMissingError unless this install holds the judges (a student's install does not)."""
+    from ..exercises import sealed
+
+    if not sealed.judges_here():
+        raise JudgesMissingError("grading needs the instructor's judges (tracekit/exercises/judges/), which a "
+                                 "student's install of tracekit does not carry: grade from a source checkout "
+                                 "of tracekit (`pip install -e .`)")
 
 
 def check_isolation(options: Options) -> isolation.Isolation:
@@ -511,6 +521,7 @@ def _grade_found(found: Any, submissions: Path, out: Path, options: Options,
         passed = f" (passed over: {'; '.join(found.ignored[:3])})" if found.ignored else ""
         raise SubmissionError(f"no submissions in {submissions}: it should hold <student>.ipynb files or "
                               f"<student>/ folders (or nbgrader's submitted/<student>/<assignment>/){passed}")
+    require_judges()
     iso = check_isolation(options)
     say(iso.describe())
     if iso.cgroup:
