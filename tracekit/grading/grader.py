@@ -139,7 +139,8 @@ def require_judges() -> None:
     if not sealed.judges_here():
         raise JudgesMissingError("grading needs the instructor's judges (tracekit/exercises/judges/), which a "
                                  "student's install of tracekit does not carry: grade from a source checkout "
-                                 "of tracekit (`pip install -e .`)")
+                                 "of tracekit (`pip install -e .`); in a notebook, tk.check(\"exNN\") checks "
+                                 "against the self-check's sealed key")
 
 
 def check_isolation(options: Options) -> isolation.Isolation:
