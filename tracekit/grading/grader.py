@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import GradesConflictError, IsolationError
+from ..errors import GradesConflictError, IsolationError, JudgesMissingError
 from ..exercises import IDS, draw_inputs, get, judge_all
 from . import isolation, sandbox
 from .submission import MAX_NOTEBOOK_BYTES, Notebook, SubmissionError, discover_all, read, read_regular
@@ -76,11 +76,23 @@ class Options:
     secret: bytes | None = None  # the instructor's secret inputs are drawn from (default: the results key)
 
 
-def student_seed(secret: bytes, exercise_id: str, student: str) -> int:
-    """The seed a student's inputs for an exercise are drawn from: HMAC-SHA256 of the exercise and
-    the student's name under the instructor's secret, as a 63-bit integer (the same on every rerun,
-    unguessable without the secret)."""
-    message = f"tracekit-seed\0{exercise_id}\0{student}".encode("utf-8", "surrogatepass")
+def content_digest(code_cells: list[str]) -> str:
+    """The sha256 of a notebook's code cells' sources (what the grade is a function of: outputs,
+    metadata and markdown do not change it)."""
+    h = hashlib.sha256()
+    for src in code_cells:
+        data = src.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "big") + data)
+    return h.hexdigest()
+
+
+def student_seed(secret: bytes, exercise_id: str, student: str, content: str = "") -> int:
+    """The seed a submission's inputs for an exercise are drawn from: HMAC-SHA256 of the exercise,
+    the student's name and the digest of the notebook's code (`content_digest`) under the instructor's
+    secret, as a 63-bit integer: the same notebook draws the same inputs on every rerun, any change to
+    its code draws new ones (so a table fitted to one submission's feedback misses the next), and no
+    one can compute them without the secret."""
+    message = f"tracekit-seed\0{exercise_id}\0{student}\0{content}".encode("utf-8", "surrogatepass")
     return int.from_bytes(hmac.new(secret, message, hashlib.sha256).digest()[:8], "big") >> 1
 
 
@@ -120,6 +132,17 @@ def in_shard(student: str, shard: tuple[int, int]) -> bool:
     """Deterministic split by a stable hash of the student's name."""
     i, n = shard
     return zlib.crc32(student.encode("utf-8", "surrogatepass")) % n == i - 1
+
+
+def require_judges() -> None:
+    """JudgesMissingError unless this install holds the judges (a student's install does not)."""
+    from ..exercises import sealed
+
+    if not sealed.judges_here():
+        raise JudgesMissingError("grading needs the instructor's judges (tracekit/exercises/judges/), which a "
+                                 "student's install of tracekit does not carry: grade from a source checkout "
+                                 "of tracekit (`pip install -e .`); in a notebook, tk.check(\"exNN\") checks "
+                                 "against the self-check's sealed key")
 
 
 def check_isolation(options: Options) -> isolation.Isolation:
@@ -244,7 +267,7 @@ def grade_notebook(path: Path, student: str, options: Options) -> dict[str, Any]
         return {"notebook": path.name, "exercise": None, "score": 0, "max_score": 0, "questions": [],
                 "problem": str(err)}
     exercise = get(sub.exercise)
-    seed = student_seed(options.secret or b"", sub.exercise, student)
+    seed = student_seed(options.secret or b"", sub.exercise, student, content_digest(sub.code_cells))
     inputs = draw_inputs(exercise, seed)
     ran = sandbox.run(sub.code_cells, sub.exercise, inputs, timeout=options.timeout,
                       memory_mb=options.memory_mb, hide=list(options.hide), max_pids=options.max_pids,
@@ -435,11 +458,13 @@ def gradescope(report: dict[str, Any]) -> dict[str, Any]:
         for q in part["questions"]:
             tests.append({
                 "name": f"{part['exercise']} {q['name']}: {q.get('prompt', '')}", "score": q["score"],
-                "max_score": q["max_score"], "output": q["message"], "visibility": "visible",
+                "max_score": q["max_score"], "output": q["message"], "output_format": "text",
+                "visibility": "visible",
                 "status": "passed" if q["score"] == q["max_score"] else "failed",
             })
     return {"score": report["score"], "max_score": report["max_score"], "tests": tests,
             "output": "\n".join(line for line in lines if line) or "graded by tracekit", "visibility": "visible",
+            "output_format": "text", "test_output_format": "text",  # student text shown as text: no link, no HTML
             "execution_time": report["seconds"]}
 
 
@@ -508,6 +533,7 @@ def _grade_found(found: Any, submissions: Path, out: Path, options: Options,
         passed = f" (passed over: {'; '.join(found.ignored[:3])})" if found.ignored else ""
         raise SubmissionError(f"no submissions in {submissions}: it should hold <student>.ipynb files or "
                               f"<student>/ folders (or nbgrader's submitted/<student>/<assignment>/){passed}")
+    require_judges()
     iso = check_isolation(options)
     say(iso.describe())
     if iso.cgroup:
