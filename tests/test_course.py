@@ -23,7 +23,7 @@ from tracekit.course import (
     course_source,
     lab_command,
 )
-from tracekit.errors import CourseError
+from tracekit.errors import CourseError, TracekitError
 from tracekit.exercises.report import CheckReport
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -379,3 +379,18 @@ def test_check_returns_one_report_not_a_raw_list(capsys):
     assert repr(report) == report.text() and not repr(report).startswith("[")
     html = report._repr_html_()
     assert "<b>ex03 · " in html and "0 / 4 points" in html and "{&#x27;" not in html and "{'" not in html
+
+
+@pytest.mark.parametrize("name", ["EX03", "Ex03", " ex03 ", "ex3"])
+def test_check_takes_an_exercise_id_in_any_case(name, capsys):
+    report = tk.check(name, {})
+    assert report.exercise == "ex03" and report.max_score == 4 and capsys.readouterr().out.startswith("ex03 · ")
+
+
+@pytest.mark.parametrize("name", ["ex99", "ex00", "ex011", "ex", "03", "hooks", "", 7, None])
+def test_check_of_an_unknown_exercise_names_the_exercises(name):
+    with pytest.raises(TracekitError) as raised:
+        tk.check(name, {})
+    message = str(raised.value)
+    assert isinstance(raised.value, KeyError) and message.startswith(f"no exercise {name!r}: the exercises are ")
+    assert all(i in message for i in tk.exercises.IDS) and 'tk.check("ex01")' in message

@@ -20,6 +20,7 @@ import secrets
 import sys
 from typing import Any
 
+from ..errors import UnknownExerciseError
 from .base import AnswerError, AnswerRaised, Exercise, Question
 
 IDS = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if re.fullmatch(r"ex\d\d", m.name)))
@@ -30,11 +31,19 @@ SELF_CHECK_NOTE = ("This self-check ran in your kernel; the instructor's grade r
                    "top in a fresh sandbox, checks every case, and measures memory outside your process.")
 
 
+def canonical_id(name: object) -> str:
+    """The exercise id `name` means: "ex03", "EX03", " ex3 " -> "ex03"; else an UnknownExerciseError naming them."""
+    found = re.fullmatch(r"\s*ex(\d{1,2})\s*", name, re.IGNORECASE) if isinstance(name, str) else None
+    canonical = f"ex{int(found.group(1)):02d}" if found else None
+    if canonical not in IDS:
+        raise UnknownExerciseError(f"no exercise {name!r}: the exercises are {', '.join(IDS)} "
+                                   f"(e.g. tk.check(\"{IDS[0]}\"))")
+    return canonical
+
+
 def get(exercise_id: str) -> Exercise:
-    """The exercise with this id (ex01, ex02, ...)."""
-    if exercise_id not in IDS:
-        raise KeyError(f"no exercise {exercise_id!r}: choose one of {', '.join(IDS)}")
-    return importlib.import_module(f".{exercise_id}", __name__).EXERCISE
+    """The exercise with this id (ex01, ex02, ...; any case)."""
+    return importlib.import_module(f".{canonical_id(exercise_id)}", __name__).EXERCISE
 
 
 def probe_one(q: Question, namespace: dict[str, Any], inputs: dict) -> dict:
@@ -229,5 +238,5 @@ def score_text(exercise_id: str, title: str, score: float, max_score: float, que
     return "\n".join(lines)
 
 
-__all__ = ["IDS", "SELF_CHECK_NOTE", "STATUSES", "AnswerError", "AnswerRaised", "Exercise", "Question", "check",
+__all__ = ["IDS", "SELF_CHECK_NOTE", "STATUSES", "AnswerError", "AnswerRaised", "Exercise", "Question", "canonical_id", "check",
            "draw_inputs", "get", "judge_all", "measure_one", "probe_all", "probe_one", "score_text"]
