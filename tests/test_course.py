@@ -3,6 +3,7 @@ report, and the CLI's one-line errors, in-process. The built wheel is tested in 
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -298,11 +299,38 @@ def test_a_file_in_the_way_is_a_clear_error(tmp_path):
         copy_course(tmp_path / "c")
 
 
-def test_lab_serves_the_course_root_and_opens_the_first_lesson(tmp_path):
+@pytest.mark.parametrize("as_root", [False, True])
+def test_lab_serves_the_course_root_and_opens_the_first_lesson(as_root, tmp_path):
     copy_course(tmp_path)
-    command = lab_command(sys.executable, tmp_path, ["--no-browser"])
+    command = lab_command(sys.executable, tmp_path, ["--no-browser"], as_root=as_root)
     assert command == [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={tmp_path}", "--no-browser",
-                       "--LabApp.default_url=/lab/tree/notebooks/01_forward_values.ipynb"]
+                       "--LabApp.default_url=/lab/tree/notebooks/01_forward_values.ipynb", "--LabApp.news_url=None",
+                       *(["--allow-root"] if as_root else [])]
+    # what the student gives wins, and is not given twice
+    mine = ["--allow-root", "--LabApp.news_url=https://example.org/feed", "--LabApp.default_url=/lab"]
+    assert lab_command(sys.executable, tmp_path, mine, as_root=True)[4:] == mine
+    assert ("--allow-root" in lab_command(sys.executable, tmp_path, [])) == (os.geteuid() == 0)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs to run as root")
+def test_lab_starts_as_root(tmp_path):
+    """As root (a container, a hub image), `tracekit lab` starts JupyterLab: it answers on its port."""
+    from servers import free_port, stop, wait_http
+
+    copy_course(tmp_path / "c")
+    port, token = free_port(), "t" * 32
+    env = {**os.environ, "HOME": str(tmp_path), "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
+    log = (tmp_path / "lab.log").open("wb")
+    lab = subprocess.Popen([sys.executable, "-m", "tracekit", "lab", str(tmp_path / "c"), "--no-browser",
+                            "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}"],
+                           env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/api/status?token={token}", process=lab, timeout=180)
+    finally:
+        stop(lab)
+    assert "Running as root is not recommended" not in (tmp_path / "lab.log").read_text()
 
 
 def run(capsys, *argv):

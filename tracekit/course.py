@@ -214,10 +214,18 @@ def has_course(folder: Path) -> bool:
     return any((Path(folder) / "notebooks").glob(FOLDERS["notebooks"]))
 
 
-def lab_command(python: str, root: Path, extra: list[str]) -> list[str]:
+def lab_command(python: str, root: Path, extra: list[str], as_root: bool | None = None) -> list[str]:
     """The JupyterLab command for a course folder: served from its root (lessons and exercises both
-    reachable, so the links between them work), the first lesson open."""
+    reachable, so the links between them work), the first lesson open, no news pop-up over the first
+    lesson, and `--allow-root` when run as root (`as_root`: default, whether this process's euid is 0)."""
     command = [python, "-m", "jupyterlab", f"--ServerApp.root_dir={root}", *extra]
-    if (root / FIRST_LESSON).is_file() and not any(a.startswith("--LabApp.default_url") for a in extra):
+    given = {a.split("=", 1)[0] for a in extra}
+    if (root / FIRST_LESSON).is_file() and "--LabApp.default_url" not in given:
         command.append(f"--LabApp.default_url=/lab/tree/{FIRST_LESSON}")
+    if "--LabApp.news_url" not in given:
+        command.append("--LabApp.news_url=None")  # JupyterLab then never asks to fetch news
+    if as_root is None:
+        as_root = getattr(os, "geteuid", lambda: -1)() == 0
+    if as_root and not given & {"--allow-root", "--ServerApp.allow_root"}:
+        command.append("--allow-root")  # a container's or a hub image's root: Jupyter refuses without it
     return command
