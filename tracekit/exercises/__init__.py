@@ -238,5 +238,5 @@ def score_text(exercise_id: str, title: str, score: float, max_score: float, que
     return "\n".join(lines)
 
 
-__all__ = ["IDS", "SELF_CHECK_NOTE", "STATUSES", "AnswerError", "AnswerRaised", "Exercise", "Question", "canonical_id", "check",
-           "draw_inputs", "get", "judge_all", "measure_one", "probe_all", "probe_one", "score_text"]
+__all__ = ["IDS", "SELF_CHECK_NOTE", "STATUSES", "AnswerError", "AnswerRaised", "Exercise", "Question", "canonical_id",
+           "check", "draw_inputs", "get", "judge_all", "measure_one", "probe_all", "probe_one", "score_text"]
