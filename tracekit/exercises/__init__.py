@@ -217,7 +217,8 @@ def check(exercise_id: str, namespace: dict[str, Any] | None = None, seed: int |
     if importlib.util.find_spec(f"{__name__}.judges") is None:  # the grader's sandbox hides the judges
         return CheckReport(exercise.id, exercise.title, exercise.max_score, [],
                            "The self-check does not run here: this notebook is being graded.")
-    inputs = draw_inputs(exercise, seed)
+    drawn = draw_inputs(exercise, seed)
+    inputs = {q.name: q.self_check(drawn[q.name]) if q.self_check else drawn[q.name] for q in exercise.questions}
     observations = {q.name: _time_limited(lambda q=q: probe_one(q, namespace, inputs[q.name]), SELF_CHECK_SECONDS)
                     for q in exercise.questions}
     for name, why in _stale_answers(exercise, namespace).items():
