@@ -32,6 +32,10 @@ CAVEAT = ("A teaching view, not memory evidence: one neuron of 4-byte scalars. I
           "value each reverse rule reads; Step and Play replay the recorded run, they do not measure "
           "memory. Memory evidence is storages and the allocator (lessons 3, 4 and 9).")
 GUESSES = ("z", "y", "dy/dx")
+# the first line of the lab's text form: what a notebook shows when it is reopened (the widget's controls live in
+# the kernel that made them) or where widgets cannot show
+STUB_NOTE = ("[the lab's controls are not shown here: a reopened notebook keeps only this text. Run this cell "
+             "(Shift+Enter) to get x, w, Predict, Step and Play back]")
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)  # the tape runs in float32
 FLOAT32_TINY = float(torch.finfo(torch.float32).tiny)  # its smallest normal number (1.2e-38)
 
@@ -386,7 +390,7 @@ class SigmoidLab:
 
     def _repr_mimebundle_(self, **kwargs: object) -> dict:
         bundle = self.widget._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = self.model.text()
+        bundle["text/plain"] = f"{STUB_NOTE}\n{self.model.text()}"  # what a reopened notebook shows
         return bundle
 
     def __repr__(self) -> str:
