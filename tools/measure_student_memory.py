@@ -5,6 +5,8 @@ the sum of the two.
 
     python tools/measure_student_memory.py            # prints a table, writes deploy/student-memory.json
     python tools/measure_student_memory.py notebooks/07_hooks_offload.ipynb solutions/ex07_hooks.ipynb
+    python tools/measure_student_memory.py --update notebooks/10_compiled_residuals.ipynb  # re-measure one
+    python tools/measure_student_memory.py --table     # the README's table, from deploy/student-memory.json
 
 The figures in the README's instructor section come from this script (tests/test_student_memory.py
 re-measures them, slow).
@@ -73,10 +75,35 @@ def pairs(lessons: dict[str, float], exercises: dict[str, float]) -> dict[str, f
     return joined
 
 
+def readme_table(measured: dict) -> str:
+    """The README's memory table: each lesson, its exercise and the two together (MiB, as measured)."""
+    lessons, exercises = measured["peak_kernel_rss_mib"], measured["exercise_peak_kernel_rss_mib"]
+    by_lesson = {lesson_of(pathlib.Path(name)): name for name in exercises}
+    rows = ["| lesson | its kernel's peak | exercise (answered, self-check run) | its kernel's peak | together |",
+            "|---|---|---|---|---|"]
+    for lesson, mib in lessons.items():
+        exercise = by_lesson.get(lesson)
+        if exercise is None:
+            rows.append(f"| `{lesson}` | {mib:.0f} MiB | (none) | | {mib:.0f} MiB |")
+            continue
+        together = measured["lesson_with_exercise_mib"][f"{lesson} + {exercise}"]
+        rows.append(f"| `{lesson}` | {mib:.0f} MiB | `{exercise}` | {exercises[exercise]:.0f} MiB "
+                    f"| {together:.0f} MiB |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--table"]:
+        print(readme_table(json.loads((ROOT / "deploy" / "student-memory.json").read_text())))
+        return 0
+    update = "--update" in argv
+    argv = [a for a in argv if a != "--update"]
     paths = [pathlib.Path(p).resolve() for p in argv] or [
         *sorted((ROOT / "notebooks").glob("[0-9]*.ipynb")), *sorted((ROOT / "solutions").glob("ex*.ipynb"))]
-    peaks: dict[str, dict[str, float]] = {"notebooks": {}, "solutions": {}}
+    out = ROOT / "deploy" / "student-memory.json"
+    known = json.loads(out.read_text()) if update else {}
+    peaks: dict[str, dict[str, float]] = {"notebooks": dict(known.get("peak_kernel_rss_mib", {})),
+                                          "solutions": dict(known.get("exercise_peak_kernel_rss_mib", {}))}
     for path in paths:
         mib = round(peak_rss(path) / 2**20, 1)
         peaks["solutions" if path.name.startswith("ex") else "notebooks"][path.name] = mib
@@ -84,9 +111,8 @@ def main(argv: list[str]) -> int:
     together = pairs(peaks["notebooks"], peaks["solutions"])
     for name, mib in together.items():
         print(f"{name:56} {mib:7.1f} MiB together")
-    if argv:  # a selection: print only
+    if argv and not update:  # a selection: print only
         return 0
-    out = ROOT / "deploy" / "student-memory.json"
     out.write_text(json.dumps({
         "measured_with": "python tools/measure_student_memory.py", "torch": torch_version(),
         "peak_kernel_rss_mib": peaks["notebooks"], "max_kernel_rss_mib": max(peaks["notebooks"].values()),
