@@ -158,3 +158,18 @@ def test_lesson_9_shows_what_adam_keeps_per_parameter_in_both_dtypes():
                 f"exp_avg_sq {dtype}[2, 3] {size} B") in outputs, outputs
         total = sum(v.nbytes for s in adam.state.values() for v in s.values())
         assert f"Adam's state: {total} B = 2 × {size + layer.bias.nbytes} B of parameters" in outputs
+
+
+def test_the_course_lab_settings_turn_off_jupyterlabs_news_pop_up():
+    """binder/overrides.json (copied into the image by binder/postBuild, the hub's image too) sets settings that
+    the installed JupyterLab's own schema defines: never fetch news (no pop-up asking), no update check."""
+    overrides = json.loads((ROOT / "binder" / "overrides.json").read_text())
+    schema_file = Path(sys.prefix) / "share/jupyter/lab/schemas/@jupyterlab/apputils-extension/notification.json"
+    if not schema_file.is_file():
+        pytest.skip(f"no JupyterLab schemas under {sys.prefix}")
+    schema = json.loads(schema_file.read_text())["properties"]
+    ours = overrides["@jupyterlab/apputils-extension:notification"]
+    assert ours == {"fetchNews": "false", "checkForUpdates": False}
+    assert {"const": "false", "title": "Never"} in schema["fetchNews"]["oneOf"]
+    assert schema["checkForUpdates"]["type"] == "boolean"
+    assert "binder/overrides.json" in (ROOT / "binder" / "postBuild").read_text()
