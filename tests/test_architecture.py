@@ -18,7 +18,7 @@ LAYERS: list[set[str]] = [
     {"errors", "derivatives"},
     {"internals"},
     {"storage", "rules", "keeper", "progress", "models", "transformer", "cost", "render", "render.figures",
-     "lifetimes", "serve"},
+     "lifetimes", "serve", "course_history"},
     {"model", "live", "memory", "render.svg", "course"},
     {"saved", "frames", "without_data", "render.table", "render.dot", "trace_format", "timeline"},
     {"build", "predict", "results"},
