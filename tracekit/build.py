@@ -32,7 +32,16 @@ from .model import (
     _Data,
 )
 from .progress import Progress
-from .saved import SavedSlot, attributes, checkpoint_cache, is_custom_function, saved_slots, slot_names
+from .saved import (
+    CHECKPOINT_RULE,
+    SavedSlot,
+    attributes,
+    checkpoint_cache,
+    checkpoint_kept,
+    is_custom_function,
+    saved_slots,
+    slot_names,
+)
 from .storage import StorageKey, device_text, has_data, storage_key, storage_nbytes, visible_nbytes, weak_ref
 from .without_data import backend_of_outputs, note_for
 
@@ -112,6 +121,7 @@ class _Builder:
         self.position: dict[Any, int] = {}
         self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
         self.backend = backend_of_outputs(outputs)  # "meta" / "fake": a trace without data
+        self.frames: list[Any] = []  # checkpointed regions whose kept inputs are rows already
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         everything = walk(roots)
@@ -184,13 +194,19 @@ class _Builder:
         name = gnode.name()
         by_slot = _rules_of(type(gnode), name, len(nexts))
         first = len(self.residual_rows)
+        recomputed = False
         for saved in saved_slots(gnode):
             self.residual(i, gnode, saved, by_slot)
+            recomputed = recomputed or saved.place is HeldIn.RECOMPUTED
+        if recomputed:  # the first node of a checkpointed region: what the checkpoint keeps for it
+            for saved in checkpoint_kept(gnode, self.frames):
+                self.residual(i, gnode, saved, None, CHECKPOINT_RULE)
         return NodeRow(name, op_name(gnode), where, call, inputs, first, len(self.residual_rows) - first,
                        _plain_attributes(attributes(gnode)), by_slot is not None,
                        tuple(n is not None for n, _ in nexts), None)
 
-    def residual(self, node: int, gnode: Any, saved: SavedSlot, by_slot: dict[str, str] | None) -> None:
+    def residual(self, node: int, gnode: Any, saved: SavedSlot, by_slot: dict[str, str] | None,
+                 rule: str | None = None) -> None:
         """One saved tensor: its size, storage, role and the rule that reads it."""
         t = saved.tensor
         key = storage_key(t) if t is not None and t.layout == torch.strided else None
@@ -207,7 +223,7 @@ class _Builder:
             shape, dtype = tuple(t.shape), _dtype_text(t.dtype)
             device, nbytes = device_text(t.device), visible_nbytes(t)
         self.residual_rows.append(ResidualRow(
-            node, saved.slot, shape, dtype, device, nbytes, storage, role, rules.rule_text(saved.slot, by_slot),
+            node, saved.slot, shape, dtype, device, nbytes, storage, role, rule or rules.rule_text(saved.slot, by_slot),
             from_node, from_name, saved.place, saved.status, version, saved.error, saved_version, _preview(t),
             modified_by, kind, saved.hook))
 
@@ -327,7 +343,7 @@ def _rules_of(kind: type, name: str, n_inputs: int) -> dict[str, str] | None:
     """slot -> the formulas that read it, for a node type (None: not in the rule table)."""
     if not rules.described(name):
         return None
-    return rules.rules_by_slot(name, n_inputs, frozenset(slot_names(kind)[0]))
+    return rules.rules_by_slot(name, n_inputs, frozenset(slot_names(kind)[0]) | {"saved_tensors"})
 
 
 _DTYPE_TEXT: dict[torch.dtype, str] = {}

@@ -16,6 +16,8 @@ import torch
 
 from .internals import (
     checkpoint_cache,
+    checkpoint_frames_of,
+    checkpoint_inputs,
     custom_raw_saved,
     is_custom_function,
     raw_slot,
@@ -25,7 +27,7 @@ from .internals import (
 )
 from .model import HeldIn, Status
 
-__all__ = ["SavedSlot", "attributes", "checkpoint_cache", "is_custom_function", "raw_slot", "released",
+__all__ = ["CHECKPOINT_RULE", "SavedSlot", "attributes", "checkpoint_cache", "checkpoint_kept", "is_custom_function", "raw_slot", "released",
            "saved_slots", "slot_names"]
 
 
@@ -93,6 +95,31 @@ def _read_raw(node: Any, slot: str, raw: Any, unpack: Any) -> SavedSlot:
     if value is None:
         return SavedSlot(slot, Status.NOT_SAVED, None)
     return SavedSlot(slot, Status.LIVE, value)
+
+
+CHECKPOINT_RULE = "read by torch.utils.checkpoint to rerun the region's forward in backward"
+
+
+def checkpoint_kept(node: Any, seen: list[Any]) -> list[SavedSlot]:
+    """The inputs each checkpointed region whose saved values this node holds keeps for recompute
+    (`checkpoint args[0]`, ...), for regions not in `seen` yet (which this adds them to): real
+    memory that only the graph holds, through checkpoint's unpack hooks."""
+    out: list[SavedSlot] = []
+    for frame in checkpoint_frames_of(node):
+        if any(frame is f for f in seen):
+            continue
+        seen.append(frame)
+        for name, raw in checkpoint_inputs(frame):
+            slot = f"checkpoint {name}"
+            if isinstance(raw, torch.Tensor):
+                out.append(SavedSlot(slot, Status.LIVE, raw, HeldIn.CHECKPOINT))
+                continue
+            saved = _read_raw(node, slot, raw, raw.unpack)
+            if saved.place is HeldIn.GRAPH:
+                saved.place = HeldIn.CHECKPOINT
+            if saved.status is not Status.NOT_SAVED:
+                out.append(saved)
+    return out
 
 
 def released(node: Any, slots: list[str]) -> list[str]:
