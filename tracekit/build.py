@@ -71,12 +71,16 @@ def build_trace(
     mutations: list[Mutation] | None = None,
     progress: bool | None = None,
     modules: Modules | None = None,
+    kept: tuple[bool, ...] = (),
 ) -> Trace:
     """Walk the graph once and turn what autograd holds into a Trace (`modules`: which module made
-    each call's output nodes, from capture)."""
+    each call's output nodes, from capture; `kept`: per output, whether the trace holds it
+    strongly, as the only holder of a temporary output)."""
     roots = _check_outputs(outputs)
     with gc_paused():
-        return _Builder(outputs, sources, names, mutations or [], modules or {}).build(roots, progress)
+        builder = _Builder(outputs, sources, names, mutations or [], modules or {})
+        builder.kept = kept
+        return builder.build(roots, progress)
 
 
 def _check_outputs(outputs: tuple[Any, ...]) -> list[Any]:
@@ -121,6 +125,7 @@ class _Builder:
         self.position: dict[Any, int] = {}
         self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
         self.backend = backend_of_outputs(outputs)  # "meta" / "fake": a trace without data
+        self.kept: tuple[bool, ...] = ()  # per output: held strongly by the trace (a temporary)
         self.frames: list[Any] = []  # checkpointed regions whose kept inputs are rows already
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
@@ -155,7 +160,7 @@ class _Builder:
             self.sources is not None, tuple(self.mutations), self.backend, self.cache(graph_nodes))
         if self.backend is not None:
             record = _with_notes(record, self.backend)
-        return Trace(record, Live(self.outputs), weaks=tuple(self.weaks))
+        return Trace(record, Live(self.outputs, self.kept), weaks=tuple(self.weaks))
 
     def cache(self, graph_nodes: list[Any]) -> tuple[CachedValue, ...]:
         """What a selective-checkpoint policy keeps for the checkpointed regions (looked for only

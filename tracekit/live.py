@@ -3,8 +3,10 @@
 The handle keeps weak references to the traced outputs (an autograd node cannot be weakly
 referenced, and the outputs lead to every node); the saved storages are watched through bare
 weak references that the trace's data owns (model._Data). Holding a trace therefore keeps nothing
-alive: once the caller lets go of the outputs, the graph and its saved values are freed as in
-plain PyTorch, and `graph_nodes` / `tensors` raise GraphReleasedError."""
+the caller holds alive: once the caller lets go of the outputs, the graph and its saved values are
+freed as in plain PyTorch, and `graph_nodes` / `tensors` raise GraphReleasedError. An output
+nobody held when it was traced (`tk.trace(f(x)).backward()`) is the one exception: the trace is
+the only way to that graph, so it keeps that output (and its graph) until the trace goes."""
 
 from __future__ import annotations
 
@@ -47,12 +49,14 @@ def forward_order(everything: list[Any]) -> list[Any]:
 
 
 class Live:
-    """Weak references to the traced outputs."""
+    """Weak references to the traced outputs; the outputs nobody else held when traced
+    (`tk.trace(f(x))`), kept: the trace is the only way to their graph."""
 
-    __slots__ = ("outputs",)
+    __slots__ = ("outputs", "kept")
 
-    def __init__(self, outputs: tuple[torch.Tensor, ...]) -> None:
+    def __init__(self, outputs: tuple[torch.Tensor, ...], kept: tuple[bool, ...] = ()) -> None:
         self.outputs = tuple(weakref.ref(t) for t in outputs)
+        self.kept = tuple(t for t, keep in zip(outputs, kept) if keep)
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The traced outputs (GraphReleasedError if the caller let go of one)."""

@@ -169,7 +169,8 @@ class Recording:
 
     def trace(self, *outputs: torch.Tensor) -> Trace:
         """The trace of the graph behind `outputs`, with what was recorded."""
-        return build_trace(outputs, self.sources, caller_names(), self.mutations, None, self.modules.labels())
+        return build_trace(outputs, self.sources, caller_names(), self.mutations, None, self.modules.labels(),
+                           _temporaries(outputs))
 
 
 class capture:
@@ -203,10 +204,18 @@ class capture:
     def trace(self, *outputs: torch.Tensor, progress: bool | None = None) -> Trace:
         """The trace of the graph behind `outputs`, with forward order and source lines
         (`progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
-        return build_trace(outputs, self.sources, caller_names(), self.mutations, progress, self.modules.labels())
+        return build_trace(outputs, self.sources, caller_names(), self.mutations, progress, self.modules.labels(),
+                           _temporaries(outputs))
 
 
 def trace(*outputs: torch.Tensor, progress: bool | None = None) -> Trace:
     """The trace of any tensor's autograd graph (graph walk only: no source lines;
     `progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
-    return build_trace(outputs, None, caller_names(), progress=progress)
+    return build_trace(outputs, None, caller_names(), progress=progress, kept=_temporaries(outputs))
+
+
+def _temporaries(outputs: tuple[Any, ...]) -> tuple[bool, ...]:
+    """Per output: whether nothing but this call holds it (`tk.trace(f(x))`): the trace is then the
+    only way to that graph and keeps it; an output the caller holds is held weakly, so `del y`
+    frees its graph as in plain PyTorch. (References: the call's tuple, the loop, getrefcount.)"""
+    return tuple(sys.getrefcount(t) <= 3 for t in outputs)
