@@ -336,6 +336,11 @@ else:
             raise missing("dispatch_mode", "watching each aten call while a step runs")
 
 
+def closure_values(fn: Any) -> dict[str, Any]:
+    """A function's closure cells by name (empty cells left out)."""
+    return _cell_values(fn)
+
+
 def closure_cells(fn: Any) -> list[Any]:
     """The values in a function's closure cells (empty cells left out)."""
     return list(_cell_values(fn).values())

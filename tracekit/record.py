@@ -14,7 +14,7 @@ from torch.overrides import TorchFunctionMode
 
 from .build import Modules, Sources, build_trace
 from .errors import NestedCaptureError
-from .frames import caller_names, user_frame, where
+from .frames import Names, caller_names, name_module, user_frame, where
 from .internals import compiled_original, module_call_code, sequence_nr, version
 from .model import Mutation, Trace
 from .storage import storage_key
@@ -121,6 +121,14 @@ class _ModulePath:
             self.modules.append(module)
         return k
 
+    def names(self, names: Names) -> Names:
+        """`names` with the parameters and buffers of the outermost modules called that the
+        caller's code does not name, under the module's class (`ResNet.bn1.running_mean`)."""
+        for k in sorted({outer for _, outer in self.of.values()}):
+            root = self.modules[k]
+            name_module(names, root, type(root).__name__)
+        return names
+
     def labels(self) -> Modules:
         """Each recorded node's module label: `self_attn (MultiheadAttention)` (its path in the
         outermost module's `named_modules()`, then its class; the outermost is its class alone),
@@ -169,7 +177,7 @@ class Recording:
 
     def trace(self, *outputs: torch.Tensor) -> Trace:
         """The trace of the graph behind `outputs`, with what was recorded."""
-        return build_trace(outputs, self.sources, caller_names(), self.mutations, None, self.modules.labels(),
+        return build_trace(outputs, self.sources, self.modules.names(caller_names()), self.mutations, None, self.modules.labels(),
                            _temporaries(outputs))
 
 
@@ -204,7 +212,7 @@ class capture:
     def trace(self, *outputs: torch.Tensor, progress: bool | None = None) -> Trace:
         """The trace of the graph behind `outputs`, with forward order and source lines
         (`progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
-        return build_trace(outputs, self.sources, caller_names(), self.mutations, progress, self.modules.labels(),
+        return build_trace(outputs, self.sources, self.modules.names(caller_names()), self.mutations, progress, self.modules.labels(),
                            _temporaries(outputs))
 
 
