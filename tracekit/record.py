@@ -177,7 +177,8 @@ class Recording:
 
     def trace(self, *outputs: torch.Tensor) -> Trace:
         """The trace of the graph behind `outputs`, with what was recorded."""
-        return build_trace(outputs, self.sources, self.modules.names(caller_names()), self.mutations, None, self.modules.labels(),
+        names = self.modules.names(caller_names())
+        return build_trace(outputs, self.sources, names, self.mutations, None, self.modules.labels(),
                            _temporaries(outputs))
 
 
@@ -212,7 +213,8 @@ class capture:
     def trace(self, *outputs: torch.Tensor, progress: bool | None = None) -> Trace:
         """The trace of the graph behind `outputs`, with forward order and source lines
         (`progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
-        return build_trace(outputs, self.sources, self.modules.names(caller_names()), self.mutations, progress, self.modules.labels(),
+        names = self.modules.names(caller_names())
+        return build_trace(outputs, self.sources, names, self.mutations, progress, self.modules.labels(),
                            _temporaries(outputs))
 
 

@@ -27,7 +27,8 @@ from .internals import (
 )
 from .model import HeldIn, Status
 
-__all__ = ["CHECKPOINT_RULE", "SavedSlot", "attributes", "checkpoint_cache", "checkpoint_kept", "is_custom_function", "raw_slot", "released",
+__all__ = ["CHECKPOINT_RULE", "SavedSlot", "attributes", "checkpoint_cache", "checkpoint_kept", "is_custom_function",
+           "raw_slot", "released",
            "saved_slots", "slot_names"]
 
 
