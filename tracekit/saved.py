@@ -25,7 +25,7 @@ from .internals import (
     slot_names,
     tensor_attributes,
 )
-from .model import HeldIn, Status
+from .rows import HeldIn, Status
 
 __all__ = ["CHECKPOINT_RULE", "SavedSlot", "attributes", "checkpoint_cache", "checkpoint_kept", "is_custom_function",
            "raw_slot", "released",

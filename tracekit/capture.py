@@ -16,8 +16,9 @@ from .build import Modules, Sources, build_trace
 from .errors import NestedCaptureError
 from .frames import Names, caller_names, name_module, user_frame, where
 from .internals import compiled_original, module_call_code, sequence_nr, version
-from .model import Mutation, Trace
+from .rows import Mutation
 from .storage import storage_key
+from .trace import Trace
 
 _active = threading.local()
 _compiling = torch.compiler.is_compiling
@@ -154,7 +155,7 @@ class _ModulePath:
 _CALL_CODE = module_call_code()
 
 
-class Recording:
+class CaptureSession:
     """What capture records (sources, module paths, in-place calls) for a tool that wraps user code
     (tk.explain): any number at once, each a mode on the stack; `on_backward` runs in place of each
     backward / autograd.grad call made while it records."""
