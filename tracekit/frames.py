@@ -114,8 +114,9 @@ def name_module(names: Names, module: torch.nn.Module, prefix: str) -> None:
             names.setdefault(storage_key(b), (BUFFER + bname, False))
 
 
-def _held_tensors(var: str, value: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """Tensors a dict holds under string keys (`batch['x']`), or a function's closure holds."""
+def _held_tensors(var: str, value: Any, depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
+    """Tensors a dict holds under string keys (`batch['x']`), or a function's closure holds (and
+    the closures of the functions in it, two levels deep)."""
     if isinstance(value, dict):
         for key, item in list(value.items())[:256]:
             if isinstance(key, str) and isinstance(item, torch.Tensor) and item.layout == torch.strided:
@@ -124,6 +125,8 @@ def _held_tensors(var: str, value: Any) -> Iterator[tuple[str, torch.Tensor]]:
     for cell_name, item in closure_values(value).items():
         if isinstance(item, torch.Tensor) and item.layout == torch.strided:
             yield f"{cell_name}{CLOSURE}{var})", item
+        elif depth < 2 and (isinstance(item, dict) or (callable(item) and getattr(item, "__closure__", None))):
+            yield from _held_tensors(f"{var}.{cell_name}" if callable(item) else cell_name, item, depth + 1)
 
 
 def _named_parameters(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, torch.nn.Parameter]]:
