@@ -162,3 +162,16 @@ def test_batchnorm_running_stats_are_the_modules_buffers(name):
 def test_bert_loss_module_made_inside_forward():
     _, tr, _, _, _ = _run("bert")
     assert "CrossEntropyLoss (made during the call)" in {n.module for n in tr.nodes}
+
+
+def test_gpt2s_first_picture_fits_a_1280_by_900_screen_at_full_size():
+    import re
+
+    from tracekit.render.svg import render_svg
+
+    _, tr, _, _, _ = _run("gpt2")
+    svg = render_svg(tr._repr_mimebundle_()["image/svg+xml"] and tr.overview().source)
+    width, height = (float(v) * 4 / 3 for v in re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups())
+    assert width <= 1280 and height <= 900
+    assert "h.0–1 (GPT2Block) ×2" in svg and "×2" in tr._repr_mimebundle_()["image/svg+xml"]
+    assert "c_attn" in tr.draw_module("transformer.h.0.attn").source
