@@ -15,9 +15,11 @@ from typing import Any
 import torch
 
 from .internals import closure_values, module_entries
-from .storage import StorageKey, storage_key
+from .storage import StorageKey, device_text, storage_key
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
+_PARAMETER = torch.nn.Parameter
+_device = device_text
 _OWN_DIR = os.path.dirname(__file__)
 _SKIP: dict[str, bool] = {}  # file name -> whether its frames are torch's or tracekit's own
 _LABEL: dict[str, str] = {}  # file name -> how a source line is labelled
@@ -108,7 +110,10 @@ def caller_names() -> Names:
 def name_module(names: Names, module: torch.nn.Module, prefix: str) -> None:
     """Add a module's parameters (`prefix.fc.weight`) and buffers (`buffer prefix.bn.running_mean`)."""
     for pname, p in _named_parameters(module, prefix):
-        names.setdefault(storage_key(p), (pname, True))
+        # a real parameter's key without storage_key's checks (a meta or fake one takes them)
+        key = ((_device(p.device), p.untyped_storage().data_ptr()) if type(p) is _PARAMETER
+               and not p.is_meta else storage_key(p))
+        names.setdefault(key, (pname, True))
     for bname, b in module.named_buffers(prefix=prefix):
         if b.layout == torch.strided:
             names.setdefault(storage_key(b), (BUFFER + bname, False))
