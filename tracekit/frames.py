@@ -100,9 +100,10 @@ def caller_names() -> Names:
                 name_module(names, value, var)
             elif isinstance(value, dict) or (callable(value) and getattr(value, "__closure__", None)):
                 later.append((var, value))
-    for var, value in later:
-        for inner, t in _held_tensors(var, value):
-            names.setdefault(storage_key(t), (inner, isinstance(t, torch.nn.Parameter)))
+    for deep in (False, True):  # what a dict or function holds itself first, then what its closures hold
+        for var, value in later:
+            for inner, t in _held_tensors(var, value, 0 if deep else 2):
+                names.setdefault(storage_key(t), (inner, isinstance(t, torch.nn.Parameter)))
     forget_snapshot(frame, local_scope)
     return names
 
