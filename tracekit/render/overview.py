@@ -83,7 +83,7 @@ def _merge_repeats(boxes: list[_Box]) -> list[_Box]:
     return out
 
 
-def wants_overview(trace: TraceData, max_nodes: int = 60) -> bool:
+def wants_overview(trace: TraceData, max_nodes: int = 100) -> bool:
     """Whether a trace's first picture is the overview: captured, with modules, over `max_nodes` ops."""
     return len(trace.nodes) > max_nodes and sum(n.module is not None for n in trace.nodes) > 1
 
@@ -156,8 +156,8 @@ def overview_graph(trace: TraceData, max_boxes: int = MAX_BOXES) -> graphviz.Sou
              'node [shape=box, style="rounded,filled", fillcolor="#f4f6fb", fontname="Helvetica", fontsize=11];',
              'edge [color="#8a94a6", arrowsize=0.6];',
              "labelloc=t; fontname=Helvetica; fontsize=12; label=" + _q(
-                 f"{len(trace.nodes)} ops in {len(boxes)} boxes; bytes only the graph keeps; free steps {source}. "
-                 "tr.draw_module(path) opens one")]
+                 f"{len(trace.nodes)} ops in {len(boxes)} boxes: bytes only the graph keeps, free steps {source}"
+                 f"{NEWLINE}tr.draw_module(path) opens one").replace(NEWLINE_QUOTED, NEWLINE) + ";"]
     for k, box in enumerate(boxes):
         residuals = sum(len(n.residuals) for n in box.nodes)
         per = f" ×{box.count}" if box.count > 1 else ""
