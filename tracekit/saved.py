@@ -131,7 +131,8 @@ def released(node: Any, slots: list[str]) -> list[str]:
             return list(slots)
         return []
     gone = []
-    for slot in slots:
+    own = [slot for slot in slots if not slot.startswith("checkpoint ")]
+    for slot in own:
         try:
             raw = raw_slot(node, slot)
         except (RuntimeError, IndexError):  # a released tensor list refuses to be read at all
@@ -139,6 +140,8 @@ def released(node: Any, slots: list[str]) -> list[str]:
             continue
         if raw is not None and raw.data is None:
             gone.append(slot)
+    if own and len(gone) == len(own):  # what a checkpoint keeps goes with the node's own saved values
+        gone = [slot for slot in slots if slot in gone or slot.startswith("checkpoint ")]
     return gone
 
 
