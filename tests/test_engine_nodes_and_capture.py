@@ -133,3 +133,22 @@ def test_a_temporary_output_is_kept_by_its_trace_and_a_held_one_is_not():
     assert owned3.expired()
     with pytest.raises(tk.GraphReleasedError):
         tr3.backward()
+
+
+@pytest.mark.xfail(strict=True, reason="CopySlices keeps the wrapped op's saved values in a C++ member "
+                   "PyTorch does not expose to Python: the trace cannot see them (README: Residuals)")
+def test_a_write_into_a_view_by_an_op_that_saves_counts_its_saved_values():
+    from tracekit.storage import storage_key
+
+    seen = {}
+
+    def pack(t):
+        seen[storage_key(t)] = t.untyped_storage().nbytes()
+        return t
+
+    b = torch.randn(3, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        x = torch.randn(4, 3) * 1.0
+        x[1] *= b  # mul_ on a view saves the view's old values for b's gradient, inside CopySlices
+        y = x.sum()
+    assert tk.trace(y).saved_bytes == sum(seen.values())
