@@ -152,3 +152,19 @@ def test_a_write_into_a_view_by_an_op_that_saves_counts_its_saved_values():
         x[1] *= b  # mul_ on a view saves the view's old values for b's gradient, inside CopySlices
         y = x.sum()
     assert tk.trace(y).saved_bytes == sum(seen.values())
+
+
+def test_what_a_checkpoint_keeps_is_released_with_its_region_and_round_trips():
+    from torch.utils.checkpoint import checkpoint
+
+    a = torch.randn(1 << 16, requires_grad=True)
+    y = (checkpoint(lambda v: v.sin().cos(), a * 2, use_reentrant=False) * 2).sum()
+    tr = tk.trace(y)
+    (kept,) = [r for r in tr.residuals if r.slot.startswith("checkpoint ")]
+    assert kept.held_in == "kept by checkpoint to recompute" and kept.nbytes == 4 << 16
+    assert kept.role == f"output of #{kept.producer} MulBackward0"  # the segment's input, as what it is
+    tr.backward()
+    step = {s.node.index: s.index for s in tr.steps}[kept.node.index]
+    assert kept.released_at == step and kept.freed_at is not None  # its memory went once the region had run
+    back = tk.load_trace(tr.to_json())
+    assert back.text() == tr.text() and [r.held_in for r in back.residuals] == [r.held_in for r in tr.residuals]
