@@ -221,7 +221,8 @@ class capture:
 
 def trace(*outputs: torch.Tensor, progress: bool | None = None) -> Trace:
     """The trace of any tensor's autograd graph (graph walk only: no source lines;
-    `progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
+    `progress`: a progress bar on stderr; None: only for traces taking over 2 s). An output
+    nobody else holds (`tk.trace(f(x))`) is kept by the trace, so `.backward()` on it works."""
     return build_trace(outputs, None, caller_names(), progress=progress, kept=_temporaries(outputs))
 
 
