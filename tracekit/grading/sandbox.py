@@ -134,8 +134,10 @@ def _launch(job: dict, wall: float, *, memory_mb: int, max_pids: int, tmpfs_mb: 
     try:
         limits = _Limits(wall, memory_mb, max_pids, tmpfs_mb, list(hide), cell_timeout, CPUS if cpus is None else cpus)
         out = _launch_as(uid, iso, job, limits, warm=_warm_wanted(iso))
-        if out.refused:  # the kernel refused a step of the warm path: this run, cold
-            _WARM["refused"] = out.refused
+        if out.refused == "retry":  # the warm parent was gone (it is restarted on the next call): once more
+            out = _launch_as(uid, iso, job, limits, warm=_warm_wanted(iso))
+        if out.refused:  # the kernel refused a step of the warm path, or its parent cannot start: cold from now on
+            _WARM["refused"] = "the warm parent is gone" if out.refused == "retry" else out.refused
             out = _launch_as(uid, iso, job, limits, warm=False)
         return out
     finally:
@@ -258,7 +260,7 @@ def _start(job: dict, iso: isolation.Isolation, group: isolation.Cgroup | None, 
     if warm:
         parent = zygote.shared(env)
         if parent is None:
-            raise OSError("the warm parent did not start")
+            raise OSError(f"the warm parent did not start ({zygote.last_hello()})")
         spec = {"uid": uid, "procs": group.procs_files if group else [], "tmpfs_bytes": limits.tmpfs_mb << 20,
                 "stage": str(stage), "roots": isolation.read_only_roots(), "judges": isolation.hidden_inside_package(),
                 "hide": [os.path.normpath(p) for p in limits.hide], "env": env}
@@ -387,7 +389,8 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, limits: _Limits, w
         _cleanup(group, scratch, uid)
         isolation.remove_stage(stage)
         if warm:
-            return _Outcome([], None, refused=f"the warm sandbox could not start ({err})")
+            return _Outcome([], None, refused="retry" if isinstance(err, zygote.ParentGone)
+                            else f"the warm sandbox could not start ({err})")
         return _Outcome([], f"the sandbox could not start ({err})")
     talk = _Talk(proc, job, group)
     _supervise(proc, talk, group, limits, max(limits.cell_timeout, probe_timeout), uid)
@@ -491,6 +494,8 @@ def _run_notebook(job: dict, code_cells: list[str], started: float, timeout: flo
         out = _launch({**job, "cells": cells}, left, **limits)
         result.survivors += out.survivors
         result.start = result.start or out.start
+        if out.start == "cold" and _WARM.get("refused") and not any(n.startswith("cold start") for n in result.notes):
+            result.notes.append(f"cold start: the warm path was refused ({_WARM['refused']})")
         for phase, seconds in out.timing.items():
             result.timing[phase] = round(result.timing.get(phase, 0.0) + seconds, 3)
         if any(x.get("cells_done") is True for x in out.lines):

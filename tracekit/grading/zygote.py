@@ -49,6 +49,10 @@ MAX_MESSAGE = 1 << 16
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+class ParentGone(OSError):
+    """The warm parent ended (killed, or its socket closed): the next spawn starts a new one."""
+
+
 class KernelRefused(OSError):
     """A namespace, mount or privilege step the kernel refused (the warm path is not available)."""
 
@@ -417,13 +421,19 @@ class Zygote:
         with self.lock:
             self.count += 1
             ident = self.count
-            socket.send_fds(self.sock, [json.dumps({**spec, "id": ident}).encode()], [stdin, stdout, stderr])
+            try:
+                socket.send_fds(self.sock, [json.dumps({**spec, "id": ident}).encode()], [stdin, stdout, stderr])
+            except OSError as err:
+                self.alive = False
+                raise ParentGone(f"the warm parent is gone ({err})") from err
         with self.replied:
             while ident not in self.pending and self.alive:
                 self.replied.wait(5)
             reply = self.pending.pop(ident, None)
-            if reply is None or "pid" not in reply:
-                raise OSError((reply or {}).get("error", "the warm parent is gone"))
+            if reply is None:
+                raise ParentGone("the warm parent is gone")
+            if "pid" not in reply:
+                raise OSError(reply.get("error", "the warm parent did not fork"))
             child = WarmChild(reply["pid"])
             early = self.exits.pop(child.pid, None)
             if early is not None:
@@ -444,6 +454,14 @@ class Zygote:
 
 _ZYGOTE: Zygote | None = None
 _ZYGOTE_LOCK = threading.Lock()
+_HELLO: dict[str, Any] = {}
+
+
+def last_hello() -> str:
+    """What the last warm parent said when it started (why it was not ready), in words."""
+    if not _HELLO:
+        return "it did not answer"
+    return f"threads {_HELLO.get('threads')}, judges imported {_HELLO.get('judges')}"
 
 
 def shared(env: dict[str, str]) -> Zygote | None:
@@ -455,6 +473,8 @@ def shared(env: dict[str, str]) -> Zygote | None:
         if _ZYGOTE is not None:
             _ZYGOTE.close()
         zygote = Zygote(env)
+        _HELLO.clear()
+        _HELLO.update(zygote.hello)
         if not zygote.ready:
             zygote.close()
             return None
