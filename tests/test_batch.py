@@ -22,13 +22,14 @@ import pytest
 
 from tracekit.errors import GradesConflictError, SubmissionError
 from tracekit.grading import isolation, sandbox
+from tracekit.grading.gradebook import grades_text as grades_csv
+from tracekit.grading.gradebook import write_from
 from tracekit.grading.grader import (
     MAX_REPORT_BYTES,
     Options,
     _key,
     folder_for,
     grade_all,
-    grades_csv,
     gradescope,
     load_report,
     make_report,
@@ -205,7 +206,7 @@ def test_merging_shards_refuses_a_student_graded_twice_with_different_scores(tmp
     assert [(r["student"], float(r["score"])) for r in rows] == [("ann", 5.0), ("bob", 2.0)]
     assert any("different shard counts" in line for line in said)
     _results(c, "bob", 4, (2, 3))
-    with pytest.raises(GradesConflictError, match="'bob' is graded more than once with different scores"):
+    with pytest.raises(GradesConflictError, match="'bob' was graded twice with different scores"):
         grades_csv([a, b, c], warn=said.append)
     done = subprocess.run([sys.executable, "-m", "tracekit", "grades", str(a), str(b), str(c)],
                           capture_output=True, text=True, timeout=300)
@@ -281,7 +282,7 @@ def test_assignment_regrading_and_outcomes(tmp_path):
         assert f"bob/ex01.ipynb: {line}" in bob["problems"]
     output = json.loads((out / "bob" / "results.json").read_text())["output"]
     assert "CellTimeout" in output and "ex02 is not part of this assignment" in output
-    rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8-sig"))}
     assert rows["ann"]["max_score"] == "9" and "not submitted" in rows["ann"]["problems"]
     # a rerun keeps what did not change, regrades what did, and says which
     done = _grade_cli(subs, out, "--exercises", "ex01,ex03", *QUICK)
@@ -330,13 +331,15 @@ def test_hostile_names_and_a_live_folder_swap_bend_nothing(tmp_path):
                    folder_for("Ann Lee"): 0, "mallory": 0}
     assert "quarantined" in " ".join(reports["ivan\\u200b"]["problems"])
     assert "looks like this one" in " ".join(reports["ivan"]["problems"])
-    rows = {r["student"]: r["score"] for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8"))}
+    write_from([out], out)  # as `tracekit grade` does after grading
+    rows = {r["student"]: r["score"] for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8-sig"))}
     assert {k: float(v) for k, v in rows.items()} == got
     manifest = json.loads((out / "students.json").read_text())
     assert len(manifest) == len(got) and set(manifest.values()) == set(got)
     again = grade_all(subs, out, Options(timeout=300, jobs=2), progress=lines.append)
     assert again == [] or [r["student"] for r in again] == ["mallory"]  # her folder is a link now
-    rows = {r["student"]: float(r["score"]) for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8"))}
+    write_from([out], out)
+    rows = {r["student"]: float(r["score"]) for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8-sig"))}
     assert {k: v for k, v in rows.items() if k != "mallory"} == {k: v for k, v in got.items() if k != "mallory"}
 
 

@@ -83,9 +83,10 @@ def shorten(text: str, most: int) -> str:
     """Text of at most `most` characters, cut at a word boundary (with …), never inside a word."""
     if len(text) <= most:
         return text
-    head = text[:most]
+    head = text[:most + 1]  # the character after the room tells whether the last word ends there
     space = head.rfind(" ")
-    return (head[:space] if space > most // 2 else head).rstrip(" ,;:") + " …"
+    kept = head[:space] if space > 0 else head[:most]  # only a first word longer than the room is cut
+    return kept.rstrip(" ,;:") + " …"
 
 
 def number(value: float) -> str:

@@ -304,7 +304,7 @@ def grade_student(student: str, notebooks: list[Notebook | Path], out: Path, opt
         if part.exercise is not None:
             graded[part.exercise] = shown
         else:
-            unreadable.append(f"{shown}: {part.problem.removeprefix(NOT_GRADED + ': ')}")
+            unreadable.append(part.problem.removeprefix(NOT_GRADED + ": "))  # it names the notebook
         parts.append(part)
     for exercise_id in assigned or ():
         if exercise_id not in graded:
@@ -505,7 +505,7 @@ def _grade_each(todo: list[tuple[str, str, Submitted]], found: Any, out: Path, o
 def progress_line(report: StudentReport) -> str:
     """A student's score as the progress line says it, and why a notebook was not graded."""
     unread = [p for p in report.exercises if p.exercise is None and p.problem]
-    if unread and not any(p.exercise for p in report.exercises if p.status != NOT_GRADED):
+    if unread and report.max_score == 0:  # nothing to score: not "0/0"
         return "; ".join(f"{p.notebook}: {p.problem}" for p in unread)
     line = f"{report.score:g}/{report.max_score} ({report.seconds:.1f} s)"
     if unread:

@@ -253,7 +253,7 @@ def not_submitted(exercise_id: str, unreadable: list[str] | tuple[str, ...] = ()
     exercise = get(exercise_id)
     if unreadable:
         why = f"{NOT_GRADED}: no notebook for this exercise could be read ({'; '.join(unreadable)})"
-        status, message = NOT_GRADED, why
+        status, message = NOT_GRADED, f"{NOT_GRADED}: the notebook could not be read (see the problem below)"
     else:
         why, status, message = "not submitted: no notebook for this exercise was found", NOT_SUBMITTED, NOT_SUBMITTED
     questions = tuple(QuestionResult(q.name, 0.0, q.points, cut(message, 4 * MAX_TEXT), status, q.prompt)
