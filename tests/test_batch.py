@@ -287,6 +287,12 @@ def test_assignment_regrading_and_outcomes(tmp_path):
     # a rerun keeps what did not change, regrades what did, and says which
     done = _grade_cli(subs, out, "--exercises", "ex01,ex03", *QUICK)
     assert "already graded: 2 (unchanged, kept); to grade: 0" in done.stderr
+    # without --exercises the folder's assignment stays (its "not submitted" zeros with it), and is said
+    done = _grade_cli(subs, out, *QUICK)
+    assert "assignment: ex01,ex03 (as this results folder was graded" in done.stderr
+    assert "already graded: 2 (unchanged, kept); to grade: 0" in done.stderr
+    rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8-sig"))}
+    assert (rows["ann"]["score"], rows["ann"]["max_score"]) == ("5", "9") and rows["ann"]["ex03"] == "0"
     shutil.copy(REF03, subs / "bob" / "ex03.ipynb")
     done = _grade_cli(subs, out, "--exercises", "ex01,ex03", *QUICK)
     assert "already graded: 1" in done.stderr and "regrading bob: changed: bob/ex03.ipynb" in done.stderr
@@ -437,3 +443,22 @@ print(json.dumps({{"iso": isolation.detect().describe(), "obs": ran.observations
     assert 0 < got["obs"]["q1"]["value"][0] < 50  # 300 asked for: the sandbox's uid may have 50
     assert "more than its memory limit" in " ".join(got["notes"]), got  # 4 × 400 MB > 1024 MB
     assert got["survivors"] == 0
+
+
+@pytest.mark.grading
+def test_check_names_what_grade_names_and_a_broken_notebook_is_no_score(tmp_path):
+    """`tracekit check` on a notebook whose cell raises or loops says so, as `tracekit grade` lists it,
+    and exits 1; `tracekit grade` of a notebook that is not JSON says why, never "0/0", and exits 1."""
+    nbformat.write(with_cell(REF01, "1/0"), tmp_path / "raises.ipynb")
+    nbformat.write(with_cell(REF01, "while True:\n    pass"), tmp_path / "loops.ipynb")
+    for name, said in (("raises", "ZeroDivisionError: division by zero"), ("loops", "CellTimeout")):
+        done = subprocess.run([sys.executable, "-m", "tracekit", "check", str(tmp_path / f"{name}.ipynb"),
+                               "--timeout", "20"], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 1, (name, done.stdout, done.stderr)
+        assert "5 / 5 points" in done.stdout  # the answers still count; what went wrong is named
+        assert any(line.strip().startswith("problem: ") and said in line for line in done.stdout.splitlines())
+    (tmp_path / "broken.ipynb").write_text('{"cells": [ {"cell_type": "code", "sou')
+    done = subprocess.run([sys.executable, "-m", "tracekit", "grade", str(tmp_path / "broken.ipynb"), "--out",
+                           str(tmp_path / "res")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1 and "0/0" not in done.stderr, done.stderr
+    assert "broken.ipynb is not a valid notebook (JSON error" in done.stderr.splitlines()[-1]

@@ -375,3 +375,23 @@ def test_reading_a_released_notebook_as_a_submission_keeps_the_exercise(tmp_path
     json.dump({"cells": [], "metadata": {"tracekit": {"exercise": "ex02", "release": ["not", "text"]}}}, buf)
     (tmp_path / "odd.ipynb").write_text(buf.getvalue())
     assert read(tmp_path / "odd.ipynb", "ann").release == ""
+
+
+def test_an_unreadable_notebook_in_a_class_is_told_the_same_everywhere(tmp_path):
+    """Its student's feedback, moodle.csv and grades.csv all say it could not be read, none that no
+    notebook was found (what the problem line lists would then be contradicted)."""
+    key = results_key(tmp_path, create=True)
+    why = "bob/ex01.ipynb is not a valid notebook (JSON error: Expecting value)"
+    unread = ExerciseResult("bob/ex01.ipynb", None, 0.0, 0, problem=f"not graded: {why}", status=NOT_GRADED)
+    write_report(tmp_path, make_report("bob", [unread, not_submitted("ex01", [why]), not_submitted("ex02")], [], 0.1,
+                                       assigned=("ex01", "ex02")), key)
+    gradebook.write_from([tmp_path], tmp_path)
+    feedback = (tmp_path / "feedback" / "bob.md").read_text(encoding="utf-8")
+    ex01 = feedback[feedback.index("## ex01"):feedback.index("## ex02")]
+    assert "could not be read" in ex01 and why in ex01 and "was found" not in ex01
+    assert "No notebook for this exercise was found" in feedback[feedback.index("## ex02"):]  # truly missing
+    (row,) = csv.DictReader(io.StringIO((tmp_path / "moodle.csv").read_text(encoding="utf-8")))
+    told = row[f"Feedback: ex01 {get('ex01').title}"]
+    assert "could not be read" in told and "not submitted" not in told and row[f"ex01 {get('ex01').title}"] == "0"
+    (line,) = csv.DictReader(io.StringIO((tmp_path / "grades.csv").read_text(encoding="utf-8-sig")))
+    assert why in line["problems"] and line["max_score"] == str(get("ex01").max_score + get("ex02").max_score)
