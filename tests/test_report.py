@@ -395,3 +395,15 @@ def test_an_unreadable_notebook_in_a_class_is_told_the_same_everywhere(tmp_path)
     assert "could not be read" in told and "not submitted" not in told and row[f"ex01 {get('ex01').title}"] == "0"
     (line,) = csv.DictReader(io.StringIO((tmp_path / "grades.csv").read_text(encoding="utf-8-sig")))
     assert why in line["problems"] and line["max_score"] == str(get("ex01").max_score + get("ex02").max_score)
+
+
+def test_the_course_notebooks_carry_this_release(tmp_path):
+    """The notebooks `tracekit course` copies say the release they were made for (bump
+    metadata.tracekit.release in exercises/*.ipynb with tracekit's version)."""
+    from tracekit.course import copy_course
+
+    copy_course(tmp_path / "course")
+    copied = sorted((tmp_path / "course" / "exercises").glob("ex*.ipynb"))
+    assert len(copied) == len(IDS)
+    for path in copied:
+        assert read(path, "ann").release == __version__, path.name
