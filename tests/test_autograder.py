@@ -50,11 +50,13 @@ def check_spec(doc: dict, exercises=ASSIGNMENT) -> None:
     assert isinstance(doc, dict) and set(doc) <= TOP_KEYS, set(doc) - TOP_KEYS
     assert number(doc["score"]) and number(doc["execution_time"]) and doc["execution_time"] >= 0
     assert isinstance(doc["output"], str) and doc["output"]
+    assert doc["output_format"] == doc["test_output_format"] == "text"  # student text: never Markdown or HTML
     questions = [(e, q) for e in exercises for q in get(e).questions]
     assert len(doc["tests"]) == len(questions)
     for test, (exercise_id, q) in zip(doc["tests"], questions):
         assert set(test) <= TEST_KEYS, set(test) - TEST_KEYS
         assert {"name", "score", "max_score", "status", "output", "visibility"} <= set(test)
+        assert test["output_format"] == "text"
         assert isinstance(test["name"], str) and test["name"].startswith(f"{exercise_id} {q.name}")
         assert number(test["score"]) and number(test["max_score"]) and test["max_score"] == q.points
         assert 0 <= test["score"] <= test["max_score"]

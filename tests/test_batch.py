@@ -188,6 +188,9 @@ def test_every_outcome_is_named_and_a_report_stays_small_enough_to_verify(tmp_pa
     output = json.loads((tmp_path / "ann" / "results.json").read_text())["output"]
     assert "cell 2: ZeroDivisionError" in output and "time limit ran out" in output
     assert gradescope(report)["output"] == output
+    doc = gradescope(report)  # a cell's error is the student's text: Gradescope shows it as text, never Markdown
+    assert doc["output_format"] == doc["test_output_format"] == "text"
+    assert doc["tests"] and all(t["output_format"] == "text" for t in doc["tests"])
 
 
 def _results(root: Path, student: str, score: float, shard: tuple[int, int]) -> None:

@@ -29,6 +29,8 @@ HOSTILE_NAMES = ["eve", "eve\u200b", "mallory\x1b[31m", '=HYPERLINK("http://evil
                  "<script>alert(1)</script>", "rtl\u202egnp.exe", "José", "-2+3"]
 NAMES = [f"student{i:02d}" for i in range(1, 23)] + HOSTILE_NAMES
 INJECTION = ('<img src=x onerror=alert(1)> =1+1 [click](http://evil.example) ![p](http://evil.example/p.png)'
+             ' bare https://evil.example/login?next=1 www.evil.example mail help@evil.example evil.example/reset'
+             ' <https://evil.example/auto> mailto:help@evil.example'
              '\n# not a heading\t<script>alert(2)</script>')
 NUMBER = re.compile(r"\d+(\.\d{1,2})?")
 
@@ -303,8 +305,17 @@ def test_each_student_gets_feedback_with_every_question(klass):
     assert "inputs drawn with seed 1002" in text
     # the hostile message: on one line, no HTML, link or image can open
     line = next(x for x in text.splitlines() if "onerror" in x)
-    assert "\\<img src=x onerror=alert(1)\\>" in line and "\\[click\\](http://evil.example)" in line
+    assert "\\<img src=x onerror=alert(1)\\>" in line and "\\[click\\](`http://evil.example)`" in line
     assert "\\!\\[p\\]" in line and "/ # not a heading" in line and "<" not in line.replace("\\<", "")
+    # bare URLs, e-mail addresses and domains too: a renderer with GFM's autolinks makes no link of any
+    import mistune
+
+    render = mistune.create_markdown(plugins=["url", "table", "strikethrough"])
+    assert "<a " in render(INJECTION.replace("\n", " "))  # the raw text would open links in such a viewer
+    for shown in (text, hostile_feedback(out)):
+        page = render(shown)
+        assert "<a " not in page and "href" not in page and "<img" not in page and "<script" not in page, page
+    assert "`https://evil.example/login?next=1`" in line and "`help@evil.example`" in line
     assert "ZeroDivisionError: \\<b\\>division\\</b\\>" in text
     missing = (out / "feedback" / "student20.md").read_text(encoding="utf-8")
     assert "## ex03 · What a graph really pins: not submitted (0 / 4)" in missing
@@ -314,6 +325,11 @@ def test_each_student_gets_feedback_with_every_question(klass):
     hostile = (out / "feedback" / f"{folder_for('<script>alert(1)</script>')}.md").read_text(encoding="utf-8")
     assert hostile.startswith("# Feedback for \\<script\\>alert(1)\\</script\\>\n")
     assert folder_for("eve\u200b") != "eve" and (out / "feedback" / f"{folder_for('eve')}.md").exists()
+
+
+def hostile_feedback(out) -> str:
+    """The feedback of the student whose name is a script tag."""
+    return (out / "feedback" / f"{folder_for('<script>alert(1)</script>')}.md").read_text(encoding="utf-8")
 
 
 class Page(html.parser.HTMLParser):

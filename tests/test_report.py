@@ -387,7 +387,7 @@ def test_an_unreadable_notebook_in_a_class_is_told_the_same_everywhere(tmp_path)
                                        assigned=("ex01", "ex02")), key)
     gradebook.write_from([tmp_path], tmp_path)
     feedback = (tmp_path / "feedback" / "bob.md").read_text(encoding="utf-8")
-    ex01 = feedback[feedback.index("## ex01"):feedback.index("## ex02")]
+    ex01 = feedback[feedback.index("## ex01"):feedback.index("## ex02")].replace("`", "")  # names set in code
     assert "could not be read" in ex01 and why in ex01 and "was found" not in ex01
     assert "No notebook for this exercise was found" in feedback[feedback.index("## ex02"):]  # truly missing
     (row,) = csv.DictReader(io.StringIO((tmp_path / "moodle.csv").read_text(encoding="utf-8")))

@@ -104,7 +104,9 @@ def workload_input(config: dict, k: int) -> torch.Tensor:
 
 def measure(hooks: object, config: dict) -> dict:
     """The measured workload: graphs one after another under the hooks, each backwarded twice, then
-    dropped (the grader reads the memory this needed from the kernel, outside the process)."""
+    dropped, and after each two graphs dropped without a backward (the grader reads the memory
+    this needed from the kernel, outside the process): a store that keeps what a freed graph saved, or
+    keeps a saved output itself (`t`, not `t.detach()`: a cycle through its `grad_fn`), grows."""
     pack, unpack = _pair(hooks)
     sums = []
     for k in range(config["graphs"]):
@@ -112,6 +114,9 @@ def measure(hooks: object, config: dict) -> dict:
         _backward_twice(y)
         sums.append(float(a.grad.double().sum()))
         del y, a
+        for extra in (1, 2):  # two graphs dropped without a backward
+            a, y = _workload_graph(pack, unpack, config, extra * config["graphs"] + k)
+            del y, a
     return {"grad_sums": sums}
 
 
@@ -145,11 +150,14 @@ EXERCISE = Exercise(
                      f"{ALIVE_SIZE['graphs']} graphs alive at once (three {ALIVE_SIZE['n'] * 4 >> 20} MiB "
                      "saved tensors each) and backwards them, newest first; then it runs "
                      f"{GRADE_SIZE['graphs']} graphs one after another, each saving three tensors of "
-                     f"{GRADE_SIZE['n'] * 4 >> 20} MiB, each backwarded twice and dropped, and reads the most "
+                     f"{GRADE_SIZE['n'] * 4 >> 20} MiB, each backwarded twice and dropped, each followed by two "
+                     "graphs dropped without a backward, and reads the most "
                      "memory that run needed from the operating system (outside your notebook's process): a "
-                     "store that keeps a freed graph's tensors grows by about 24 MiB per graph, and the answer "
+                     "store that keeps a freed graph's tensors grows by about 24 MiB per graph (one that keeps "
+                     "`t` itself, by about 16 MiB per graph dropped without a backward), and the answer "
                      "passes when the run needs at most 160 MiB more than a store done right. (What `pack` returns "
-                     "is not judged: it cannot be seen from outside your process.) See "
+                     "is judged only by what it costs: returning `t` itself makes the same cycle as keeping it.) "
+                     "See "
                      f"{lesson_link(LESSON)}."), stub=HOOKS_STUB),
     ),
     topic="hooks",

@@ -13,6 +13,7 @@ grades every notebook under `/autograder/submission/` with the same sandbox and 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import secrets
@@ -36,7 +37,8 @@ CONFIG = "tracekit-autograder.json"
 SECRET = "tracekit-secret"  # the bundle's instructor secret (made when the zip is built): inputs are drawn from it
 VENV = "tracekit-venv"  # under AUTOGRADER_ROOT, made by setup.sh
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024  # larger files are reported, not read
-STUDENT = "student"
+STUDENT = "student"  # the name graded when Gradescope's submission metadata names nobody
+METADATA = "submission_metadata.json"  # Gradescope's, at AUTOGRADER_ROOT: who submitted (users[].id / email / name)
 
 
 @dataclass(frozen=True)
@@ -256,6 +258,29 @@ def _read_regular(path: Path) -> bytes:
         os.close(fd)
 
 
+def student_name(root: Path) -> tuple[str, str | None]:
+    """Who this submission is (from Gradescope's `submission_metadata.json`: every user of a group, by
+    Gradescope id, else e-mail, else name) as a plain name the grader seeds the inputs from, and a note
+    when the metadata names nobody. Each student draws inputs of her own from the bundle's secret, so
+    a classmate's feedback is no lookup table."""
+    try:
+        with open(root / METADATA, "rb") as fh:
+            users = json.loads(fh.read(1 << 20)).get("users")
+    except (OSError, ValueError, AttributeError, RecursionError, UnicodeDecodeError):
+        users = None
+    who = []
+    for user in users if isinstance(users, list) else []:
+        if isinstance(user, dict):
+            key = next((f"{k}:{str(user[k]).strip().lower()}" for k in ("id", "email", "name")
+                        if isinstance(user.get(k), (str, int)) and str(user[k]).strip()), None)
+            if key:
+                who.append(key)
+    if not who:
+        return STUDENT, (f"{METADATA} names no student: inputs were drawn for an unnamed student "
+                         "(from the notebook's code and the bundle's secret)")
+    return "gs-" + hashlib.sha256("\0".join(sorted(set(who))).encode("utf-8", "surrogatepass")).hexdigest()[:20], None
+
+
 def grade_submission(root: Path, config: dict[str, Any]) -> dict[str, Any]:
     """Grade `root/submission/` with the trusted grader and return Gradescope's results.json content."""
     from .grader import REPORT, Options, folder_for, grade_all, outcomes, read_secret
@@ -263,9 +288,11 @@ def grade_submission(root: Path, config: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     exercises = [e for e in config.get("exercises", []) if isinstance(e, str)]
     notebooks, notes = find_notebooks(root / "submission")
+    student, unnamed = student_name(root)
+    print(unnamed or f"grading for {student} (from {METADATA})", flush=True)  # the instructor's log
     parts: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tracekit-autograder-") as tmp:
-        folder = Path(tmp) / "class" / STUDENT
+        folder = Path(tmp) / "class" / student
         folder.mkdir(parents=True)
         shown: dict[str, str] = {}
         for i, path in enumerate(notebooks):
@@ -275,7 +302,7 @@ def grade_submission(root: Path, config: dict[str, Any]) -> dict[str, Any]:
             except OSError as err:
                 notes.append(f"{path.relative_to(root / 'submission')}: cannot be read ({err})")
                 continue
-            shown[f"{STUDENT}/{staged}"] = str(path.relative_to(root / "submission"))
+            shown[f"{student}/{staged}"] = str(path.relative_to(root / "submission"))
         if shown:
             hide = tuple(str(p) for p in (root / "results", root / "source") if p.is_dir())
             secret_path = root / "source" / str(config.get("secret_file", SECRET))
@@ -285,7 +312,7 @@ def grade_submission(root: Path, config: dict[str, Any]) -> dict[str, Any]:
             log: list[str] = []
             grade_all(folder.parent, Path(tmp) / "out", options, progress=log.append)
             print("\n".join(log), flush=True)  # run_autograder's stdout: the instructor sees it
-            report_path = Path(tmp) / "out" / folder_for(STUDENT) / REPORT
+            report_path = Path(tmp) / "out" / folder_for(student) / REPORT
             report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else None
             if report is None:
                 notes.append("the grader wrote no report for this submission (see the autograder log)")
@@ -364,12 +391,14 @@ def results_json(exercises: list[str], parts: list[dict[str, Any]], notes: list[
             tests.append({"name": f"{exercise_id} {q.name}: {q.prompt}", "number": f"{number}.{sub}",
                           "score": score, "max_score": float(q.points),
                           "status": "passed" if score >= q.points else "failed",
-                          "output": output, "visibility": "visible"})
+                          "output": output, "output_format": "text", "visibility": "visible"})
     lines += notes
     most = sum(get(e).max_score for e in exercises)
     lines.append(f"Total: {total:g} / {most}")
+    # every output holds a student's text (cell errors, file names): Gradescope shows "text" as it is,
+    # never as Markdown or HTML, so no link or markup of hers can open
     return {"score": round(total, 2), "execution_time": int(round(seconds)), "output": "\n".join(lines),
-            "tests": tests}
+            "output_format": "text", "test_output_format": "text", "tests": tests}
 
 
 def failure_json(message: str, exercises: list[str], seconds: float) -> dict[str, Any]:

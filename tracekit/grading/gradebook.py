@@ -145,13 +145,26 @@ def moodle_csv(book: Gradebook) -> str:
     return _csv(rows)
 
 
-_MD_SPECIAL = re.compile(r"([\\<>&\[\]!])")
+_MD_SPECIAL = re.compile(r"([\\<>&\[\]!`])")
+# what a Markdown viewer turns into a link without brackets: a scheme (https://, mailto:), www., an
+# e-mail address, and (linkify's fuzzy links) a dotted name ending in letters, like evil.com/login
+_BARE_LINK = re.compile(r"(?:[a-z][a-z0-9+.-]*://|(?:mailto|xmpp|tel|javascript|data|file):|www\d{0,3}\.)[^\s`]*"
+                        r"|[^\s`@<>\[\]()]+@[^\s`@<>\[\]()]+"
+                        r"|(?<![\w.])(?:[\w-]+\.)+[a-z]{2,}\b(?:[/:?#][^\s`]*)?", re.IGNORECASE)
 
 
 def md(text: Any) -> str:
     """Text for Markdown that cannot open HTML, a link or an image: one line, invisible characters
-    escaped, and backslash before \\ < > & [ ] !"""
-    return _MD_SPECIAL.sub(r"\\\1", one_line(text))
+    escaped, backslash before \\ < > & [ ] ! `, and whatever a viewer would autolink (a bare URL, an
+    e-mail address, a domain) set in a code span, where no viewer makes a link."""
+    out, at = [], 0
+    line = one_line(text)
+    for found in _BARE_LINK.finditer(line):
+        out.append(_MD_SPECIAL.sub(r"\\\1", line[at:found.start()]))
+        out.append(f"`{found.group()}`")
+        at = found.end()
+    out.append(_MD_SPECIAL.sub(r"\\\1", line[at:]))
+    return "".join(out)
 
 
 def feedback_md(row: Row, book: Gradebook) -> str:

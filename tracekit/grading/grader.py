@@ -97,11 +97,23 @@ class Options:
     secret: bytes | None = None  # the instructor's secret inputs are drawn from (default: the results key)
 
 
-def student_seed(secret: bytes, exercise_id: str, student: str) -> int:
-    """The seed a student's inputs for an exercise are drawn from: HMAC-SHA256 of the exercise and
-    the student's name under the instructor's secret, as a 63-bit integer (the same on every rerun,
-    unguessable without the secret)."""
-    message = f"tracekit-seed\0{exercise_id}\0{student}".encode("utf-8", "surrogatepass")
+def content_digest(code_cells: list[str]) -> str:
+    """The sha256 of a notebook's code cells' sources (what the grade is a function of: outputs,
+    metadata and markdown do not change it)."""
+    h = hashlib.sha256()
+    for src in code_cells:
+        data = src.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "big") + data)
+    return h.hexdigest()
+
+
+def student_seed(secret: bytes, exercise_id: str, student: str, content: str = "") -> int:
+    """The seed a submission's inputs for an exercise are drawn from: HMAC-SHA256 of the exercise,
+    the student's name and the digest of the notebook's code (`content_digest`) under the instructor's
+    secret, as a 63-bit integer: the same notebook draws the same inputs on every rerun, any change to
+    its code draws new ones (so a table fitted to one submission's feedback misses the next), and no
+    one can compute them without the secret."""
+    message = f"tracekit-seed\0{exercise_id}\0{student}\0{content}".encode("utf-8", "surrogatepass")
     return int.from_bytes(hmac.new(secret, message, hashlib.sha256).digest()[:8], "big") >> 1
 
 
@@ -193,7 +205,7 @@ def grade_notebook(path: Path | Notebook, student: str, options: Options) -> Exe
         return ExerciseResult(shown, None, 0.0, 0, problem=cut(f"{NOT_GRADED}: {err}", 2 * MAX_TEXT),
                               status=NOT_GRADED, sha256=sha)
     exercise = get(sub.exercise)
-    seed = student_seed(options.secret or b"", sub.exercise, student)
+    seed = student_seed(options.secret or b"", sub.exercise, student, content_digest(sub.code_cells))
     inputs = draw_inputs(exercise, seed)
     ran = sandbox.run(sub.code_cells, sub.exercise, inputs, timeout=options.timeout,
                       memory_mb=options.memory_mb, hide=list(options.hide), max_pids=options.max_pids,

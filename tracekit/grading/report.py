@@ -362,6 +362,7 @@ class StudentReport(_Fields):
                               "visibility": "visible", "status": "passed" if q.score == q.max_score else "failed"})
         return {"score": self.score, "max_score": self.max_score, "tests": tests,
                 "output": "\n".join(line for line in lines if line) or "graded by tracekit", "output_format": "text",
+                "test_output_format": "text",  # student text shown as text: no link, no HTML
                 "visibility": "visible", "execution_time": self.seconds}
 
 

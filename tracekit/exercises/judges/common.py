@@ -72,13 +72,27 @@ def case_list(observation: dict, key: str, inputs: dict) -> list | None:
     return items if isinstance(items, list) and len(items) == len(inputs["cases"]) else None
 
 
+def drawn_message(fixes: list[str], total: int) -> str:
+    """What was wrong on a submission's drawn cases, grouped by what to fix, with how many cases each
+    fix concerns: never the drawn inputs themselves (a resubmission draws new ones, and a message that
+    lists them would hand out a lookup table)."""
+    if not fixes:
+        return "correct"
+    counts: dict[str, int] = {}
+    for fix in fixes:
+        counts[fix] = counts.get(fix, 0) + 1
+    return "; ".join(f"{fix} ({n} of the {total} drawn cases)" for fix, n in counts.items())
+
+
 def each_value(observation: dict, inputs: dict, source: str, entry: Entry) -> tuple[float, str]:
     """Score a function's values, one per drawn case ({"values": [...]}): `entry(case, value)`
-    says whether it is right and, if not, what to fix (the message says which case)."""
+    says whether it is right and, if not, what to fix (the message counts the cases, see `drawn_message`)."""
     values = case_list(observation, "values", inputs)
     if values is None:
         return 0.0, f"the checker got no values from {source}"
-    return parts(*(entry(case, got) for got, case in zip(values, inputs["cases"])))
+    verdicts = [entry(case, got) for got, case in zip(values, inputs["cases"])]
+    fixes = [fix for ok, fix in verdicts if not ok]
+    return (len(verdicts) - len(fixes)) / len(verdicts), drawn_message(fixes, len(verdicts))
 
 
 def set_entry(truth_of: Callable[[Any], frozenset], what: str, extra: str, missing: str, both: str = "") -> Entry:

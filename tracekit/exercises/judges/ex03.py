@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from ...record import trace
-from .common import case_list, each_value
+from .common import case_list, drawn_message, each_value
 
 
 def truth_slice(case: dict) -> int:
@@ -37,14 +37,13 @@ def _itemsize(case: dict) -> int:
 
 def _slice_entry(case: dict, got: object) -> tuple[bool, str]:
     truth = truth_slice(case)
-    where = f"for n={case['n']}, k={case['k']}, {case['dtype']}"
     if got == truth:
         return True, ""
     if got == truth + _itemsize(case):
-        return False, f"{where} you also counted y, the output: count only what the saved tensors keep"
+        return False, "you also counted y, the output: count only what the saved tensors keep"
     if got == case["k"] * _itemsize(case):
-        return False, f"{where} you counted the slice's own elements: a view keeps its whole allocation"
-    return False, (f"{where} not what the graph pins: which allocation does the saved slice belong to, "
+        return False, "you counted the slice's own elements: a view keeps its whole allocation"
+    return False, ("not what the graph pins: which allocation does the saved slice belong to, "
                    "and how big is one element of this dtype?")
 
 
@@ -60,18 +59,17 @@ def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
         return 0.0, "the checker got no values from visible_and_pinned"
     score, fixes = 0.0, []
     for got, case in zip(values, inputs["cases"]):
-        where = f"for n={case['n']}, {case['dtype']}"
         if not (isinstance(got, list) and len(got) == 2):
-            fixes.append(f"{where} return a list of two ints")
+            fixes.append("return a list of two ints")
             continue
         visible, pinned = truth_views(case)
         score += (got[0] == visible) / 2 + (got[1] == pinned) / 2
         if got[0] != visible:
-            fixes.append(f"{where} the visible bytes are off: add every saved tensor's own bytes, the scalar too")
+            fixes.append("the visible bytes are off: add every saved tensor's own bytes, the scalar too")
         if got[1] != pinned:
-            fixes.append(f"{where} the pinned bytes are off: views of one tensor share one allocation; "
+            fixes.append("the pinned bytes are off: views of one tensor share one allocation; "
                          "the saved scalar has its own")
-    return score / len(inputs["cases"]), "correct" if not fixes else "; ".join(fixes)
+    return score / len(inputs["cases"]), drawn_message(fixes, len(inputs["cases"]))
 
 
 JUDGES = {"q1": judge_q1, "q2": judge_q2}

@@ -7,12 +7,15 @@ q2: correct = gradients right with two graphs alive, each backwarded twice in in
 order, in float32 or float64, and with 12 big graphs alive at once (288 MiB saved: more than the margin
 below, so a store that bounds itself by evicting loses live entries here or keeps too much there)
 (half); and, on 16 graphs run one after another (three 8 MiB saved
-tensors each), the same gradients and a memory high-water mark — the kernel's, of a sandbox of
-its own — at most 160 MiB above a store that lets go (half). What pack returns is not judged:
-it cannot be seen from outside the answer's process, so returning the tensor itself passes. Look-right-but-wrong:
+tensors each, and two graphs dropped without a backward after each), the same gradients and a
+memory high-water mark — the kernel's, of a sandbox of
+its own — at most 160 MiB above a store that lets go (half). What pack returns is judged only by
+what it costs: returning the tensor itself keeps a saved output's graph alive (as keeping `t` does).
+Look-right-but-wrong:
 `len(STORE)` keys (collide once an entry is removed), `pop` on unpack (second unpack fails),
-one global slot (the second graph overwrites the first), returning the tensor itself, a store
-that never lets go (grows with every graph).
+one global slot (the second graph overwrites the first), a store
+that never lets go (grows with every graph), a store that keeps `t` instead of `t.detach()` (a
+saved output's grad_fn holds its own handle: a graph dropped without a backward is never freed).
 """
 
 from __future__ import annotations
@@ -126,8 +129,10 @@ def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
     extra = peak - base
     if extra > (SELF_SLACK if how == "watch" else GRADE_SLACK):
         return 0.5, (f"your store still holds tensors after their graphs were freed: the measured run needed "
-                     f"{extra / 2**20:.0f} MiB more than a store that lets go ({config['graphs']} graphs): let an "
-                     "entry go when its handle is dropped")
+                     f"{extra / 2**20:.0f} MiB more than a store that lets go ({config['graphs']} graphs, and graphs "
+                     "dropped without a backward): let an entry go when its handle is dropped, and keep "
+                     "`t.detach()`, not `t` (a saved output holds its own handle, so a graph dropped without a "
+                     "backward is never freed)")
     return 1.0, "correct"
 
 
