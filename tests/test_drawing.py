@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import tracekit as tk
-from tracekit.model import Role
 from tracekit.render.dot import trace_graph
 from tracekit.render.svg import check_layout, render
+from tracekit.rows import Role
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="system Graphviz not installed")

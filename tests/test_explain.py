@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import tracekit as tk
-from tracekit.explain import HEAD
+from tracekit.explain import HEAD, Fix, explanation_of
 
 
 def _line(marker: str) -> str:
@@ -59,16 +59,21 @@ def test_second_backward_names_the_residual_the_step_and_the_cost():
         y = torch.tanh(x @ w).exp().sum()
     tr = cap.trace(y).backward()
     exp = next(r for r in tr.residuals if r.node.name == "ExpBackward0")
-    assert f"needed #{exp.node.index} ExpBackward0.result ((3, 5) float32, 60 B), saved by `exp` at " \
-           f"{_line('forward-twice')}" in note
-    assert f"The first backward() at {_line('first-backward')} released it after step {exp.released_at} " in note
+    facts = explanation_of(err)
+    assert facts.kind == "second" and facts.residual.label == exp.label == f"#{exp.node.index} ExpBackward0.result"
+    shown = facts.shown
+    assert (shown.shape, shown.dtype, shown.nbytes, shown.node.op) == ((3, 5), "float32", 60, "exp")
+    assert shown.node.source == _line("forward-twice") and facts.earlier_line == _line("first-backward")
+    assert facts.earlier_call == "backward()" and facts.released_after == exp.released_at
     # the retain_graph fix, run: what stays alive after a retained backward is what the note says it keeps
     x, w = _leaves()
     y = torch.tanh(x @ w).exp().sum()  # held: a trace holds its output weakly
     kept = tk.trace(y).backward(retain_graph=True)
     alive = sum(s.nbytes for s in kept.graph_owned_storages() if not s.expired())
-    assert f"retain_graph=True on the first backward(): keeps {tk.format_bytes(alive)} (2 storages it freed)" in note
-    assert "recompute the forward (4 ops," in note
+    assert facts.fixes == (Fix("retain_graph", alive, 2), Fix("recompute", 0, 0))
+    # the note says the same in words, after PyTorch's message
+    assert f"needed {exp.label} ((3, 5) float32, 60 B), saved by `exp` at {_line('forward-twice')}" in note
+    assert f"keeps {tk.format_bytes(alive)} (2 storages it freed)" in note and "recompute the forward (4 ops," in note
 
 
 def test_second_autograd_grad_through_a_view():
@@ -78,16 +83,22 @@ def test_second_autograd_grad_through_a_view():
         y = (h[1:] @ w).sum()  # the mm saves a view of h
         torch.autograd.grad(y, [w])
         torch.autograd.grad(y, [w])
-    note = _note(info.value)
-    assert "needed #2 MmBackward0.self ((2, 4) float32, 32 B)" in note
-    # h is a variable of this frame: retaining the graph keeps no byte more than h already does
-    assert "The earlier torch.autograd.grad()" in note and "keeps 0 B (0 storages only the graph holds)" in note
+    facts = explanation_of(info.value)
+    assert facts.residual.label == "#2 MmBackward0.self" and (facts.shown.shape, facts.shown.nbytes) == ((2, 4), 32)
+    # autograd.grad runs unwatched: no observed step; h is a variable of this frame, so retaining the
+    # graph keeps no byte more than h already does
+    assert facts.earlier_call == "torch.autograd.grad()" and facts.released_after is None
+    assert facts.fixes[0] == Fix("retain_graph", 0, 0)
+    assert "keeps 0 B (0 storages only the graph holds)" in _note(info.value)
 
 
-def _modified(program) -> str:
+def _modified(program):
+    """The facts and the note of an in-place error (PyTorch's message first, unchanged)."""
     err = _error(program)
     assert str(err).startswith("one of the variables needed for gradient computation has been modified by an inplace")
-    return _note(err)
+    facts = explanation_of(err)
+    assert facts.kind == "inplace"
+    return facts, _note(err)
 
 
 def test_inplace_on_an_intermediate():
@@ -99,11 +110,12 @@ def test_inplace_on_an_intermediate():
             loss = h.sum() * 1.0
             h.add_(1)  # bump-intermediate
             loss.backward()
-    note = _modified(program)
-    assert "#0 ExpBackward0.result ((3, 4) float32, 48 B), saved by `exp`" in note
-    assert "was saved at version 0 and is now at version 1" in note
-    assert f"add_ at {_line('bump-intermediate')} (version -> 1)" in note
-    assert "clone before `add_` (or save a clone): keeps 48 B more" in note
+    facts, note = _modified(program)
+    r = facts.residual
+    assert (r.label, r.shape, r.nbytes, r.node.op) == ("#0 ExpBackward0.result", (3, 4), 48, "exp")
+    assert (r.saved_version, r.version) == (0, 1)
+    assert [(m.call, m.source, m.version) for m in facts.mutations] == [("add_", _line("bump-intermediate"), 1)]
+    assert facts.fixes == (Fix("clone", 48, 1), Fix("out-of-place", 48, 1))
     assert f"`add` instead of `add_` at {_line('bump-intermediate')}: a new 48 B allocation" in note
 
 
@@ -117,16 +129,20 @@ def test_inplace_on_an_input_twice_and_the_clone_fix_costs_what_it_says():
             a.mul_(2)
             a.add_(1)  # second-bump
             y.backward()
-    note = _modified(program)
-    assert "#0 MulBackward0.other ((3, 4) float32, 48 B)" in note and "now at version 2" in note
-    assert f"mul_ at {_line('second-bump')[:-2]}" in note and f"add_ at {_line('second-bump')} (version -> 2)" in note
+    facts, note = _modified(program)
+    r = facts.residual
+    assert (r.label, r.shape, r.nbytes, r.version) == ("#0 MulBackward0.other", (3, 4), 48, 2)
+    line = int(_line("second-bump").rsplit(":", 1)[1])
+    assert [(m.call, m.source, m.version) for m in facts.mutations] == [
+        ("mul_", f"test_explain.py:{line - 1}", 1), ("add_", f"test_explain.py:{line}", 2)]
     # the clone fix, run: backward works, the gradient is the saved (cloned) value, and the clone
     # is the 48 B more the note says
     b = a.clone()
     y = (x * b).sum()
     a.mul_(2)
     y.backward()
-    assert torch.equal(x.grad, b) and b.untyped_storage().nbytes() == 48 and "keeps 48 B more" in note
+    assert torch.equal(x.grad, b) and b.untyped_storage().nbytes() == 48 and facts.fixes[0] == Fix("clone", 48, 1)
+    assert "keeps 48 B more" in note
 
 
 def test_inplace_through_a_view_of_an_intermediate():
@@ -138,9 +154,11 @@ def test_inplace_through_a_view_of_an_intermediate():
             loss = h.sum()
             h[0].zero_()  # view-bump
             loss.backward()
-    note = _modified(program)
-    assert "#1 SigmoidBackward0.result ((3, 5) float32, 60 B), saved by `sigmoid`" in note
-    assert f"zero_ at {_line('view-bump')}" in note and "an out-of-place op instead of `zero_`" in note
+    facts, note = _modified(program)
+    r = facts.residual
+    assert (r.label, r.shape, r.nbytes, r.node.op) == ("#1 SigmoidBackward0.result", (3, 5), 60, "sigmoid")
+    assert [(m.call, m.source) for m in facts.mutations] == [("zero_", _line("view-bump"))]
+    assert "an out-of-place op instead of `zero_`" in note  # Tensor has no `zero`
 
 
 def test_inplace_on_a_view_of_an_input():
@@ -152,16 +170,20 @@ def test_inplace_on_a_view_of_an_input():
             y = (x[:2] * a[0]).sum()
             a.add_(1)  # base-bump
             y.backward()
-    note = _modified(program)
-    assert "MulBackward0.other ((4) float32, 16 B)" in note and f"add_ at {_line('base-bump')}" in note
-    assert "a new 32 B allocation" in note  # the out-of-place add allocates all of a
+    facts, note = _modified(program)
+    r = facts.residual
+    assert (r.node.name, r.slot, r.shape, r.nbytes) == ("MulBackward0", "other", (4,), 16)
+    assert [(m.call, m.source) for m in facts.mutations] == [("add_", _line("base-bump"))]
+    assert facts.fixes[1] == Fix("out-of-place", 32, 1)  # the out-of-place add allocates all of a
 
 
 def test_after_the_fact_from_the_traceback():
     err = _error(_twice_plain)
     assert tk.explain(err) is err
-    note = _note(err)
-    assert "needed #2 ExpBackward0.result (shape unknown (freed before tracing)), saved by `exp`" in note
+    facts = explanation_of(err)
+    assert facts.residual.label == "#2 ExpBackward0.result" and facts.residual.shape is None  # freed before tracing
+    assert facts.earlier_call is None and facts.fixes == (Fix("retain_graph"), Fix("recompute", 0, 0))
+    assert "(shape unknown (freed before tracing)), saved by `exp`" in _note(err)
     x, _ = _leaves()
     a = torch.randn(3, 4)
     y = (x * a).sum()
@@ -170,15 +192,16 @@ def test_after_the_fact_from_the_traceback():
         y.backward()
     except RuntimeError as caught:
         err = tk.explain(caught)
-    note = _note(err)
-    assert "#0 MulBackward0.other ((3, 4) float32, 48 B)" in note and "ran unwatched" in note
+    facts = explanation_of(err)
+    assert (facts.residual.label, facts.residual.nbytes, facts.mutations) == ("#0 MulBackward0.other", 48, ())
+    assert "ran unwatched" in _note(err)
     assert tk.explain(err) is err and len(err.__notes__) == 1  # explained once
 
 
 def test_other_errors_and_working_programs_are_untouched():
     with pytest.raises(ValueError) as info, tk.explain():
         raise ValueError("mine")
-    assert not getattr(info.value, "__notes__", None)
+    assert not getattr(info.value, "__notes__", None) and explanation_of(info.value) is None
     x, w = _leaves()
     (torch.tanh(x @ w) ** 2).sum().backward()
     want = x.grad.clone(), w.grad.clone()

@@ -5,7 +5,7 @@ import torch
 from real_models import MODELS
 
 import tracekit as tk
-from tracekit.timeline import HELD, NAMED, differences, memory_by_step
+from tracekit.render.timeline import HELD, NAMED, differences, memory_by_step
 
 
 def _program():

@@ -2,6 +2,7 @@
 
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 import tracekit as tk
-from tracekit.render.dot import trace_graph
+from tracekit.render.dot import _shown, trace_graph
 from tracekit.render.svg import render_svg
 
 
@@ -33,9 +34,18 @@ def test_draw_has_mirrored_lanes_and_labelled_residual_edges():
     assert isinstance(g, graphviz.Digraph)
     src = g.source
     assert "{rank=same; r0; r1; r2}" in src and "{rank=same; f0; f1; f2; leaf_x; out0}" in src
+    # the data the drawing shows: predicted before backward, observed after
+    w_saved = next(r for r in tr.residuals if r.producer == "w")
+    assert tr.lifetimes().predicted and tr.steps == []
+    assert (w_saved.lifetime.released_at, w_saved.lifetime.held_by) == (2, "parameter w")
     assert "expected order: backward not run yet" in src
-    assert "released after step 2; held by parameter w (predicted)" in src.replace(BREAK, " ")
+    assert f"{w_saved.free_point()}" == "released after step 2; held by parameter w (predicted)"
+    assert w_saved.free_point() in src.replace(BREAK, " ")
     tr.backward()
+    assert [s.node.name for s in tr.steps] == ["SigmoidBackward0", "SubBackward0", "MulBackward0"]
+    assert (w_saved.released_at, w_saved.held_by) == (2, "parameter w")
+    y_saved = next(r for r in tr.residuals if r.node.name == "SigmoidBackward0")
+    assert (y_saved.released_at, y_saved.held_by) == (0, "output y (a live tensor)")
     src = tr.draw(width=1000).source
     assert "reverse in observed order" in src
     assert "step 0 · SigmoidBackward0" in src and "step 2 · MulBackward0" in src
@@ -44,8 +54,7 @@ def test_draw_has_mirrored_lanes_and_labelled_residual_edges():
     assert 'r0 -> leaf_w [weight="20" color="#d9731a" style="dashed" label="   self\\n   4 B"' in src
     assert 'r0 -> leaf_x [dir="back" color="#d9731a" style="dashed" label="   other\\n   4 B"' in src
     assert 'r2 -> f2 [weight="20" color="#d9731a" style="dashed" label="   result\\n   4 B"' in src
-    assert "released after step 2; held by parameter w" in src.replace(BREAK, " ")
-    assert "released after step 0; held by output y (a live tensor)" in src.replace(BREAK, " ")
+    assert w_saved.free_point() in src.replace(BREAK, " ") and y_saved.free_point() in src.replace(BREAK, " ")
 
 
 def test_svg_renders_with_the_pip_installed_renderer():
@@ -90,6 +99,8 @@ def test_big_trace_collapses_repeated_layers_and_says_so():
     inp = torch.randn(2, 8)
     tr = tk.trace(layers(inp).sum())
     assert len(tr.nodes) == 121
+    keep, hidden, _ = _shown(tr, 30)  # the first block (AddmmBackward0, TanhBackward0, ...) and the final sum
+    assert keep == {0, 1, 2, 120} and [n.index for n in hidden] == list(range(3, 120))
     src = tr.draw(max_nodes=30).source
     assert "40 repeated blocks of 3 nodes: showing the first, 39 blocks (117 nodes) collapsed" in src
     assert "… 117 nodes collapsed …" in src
@@ -104,6 +115,9 @@ def test_big_trace_without_repeats_collapses_its_middle():
     for _ in range(200):
         v = rng.choice([torch.sin, torch.cos, lambda t: t * 1.01, lambda t: t + 1, torch.tanh])(v)
     tr = tk.trace(v.sum())
+    n = len(tr.nodes)
+    keep, hidden, _ = _shown(tr, 30)  # no repeated block: the first 15 and the last 15 nodes
+    assert keep == set(range(15)) | set(range(n - 15, n)) and len(hidden) == n - 30
     src = tr.draw(max_nodes=30).source
     assert f"showing 30 of {len(tr.nodes)} nodes" in src and "collapsed (" in src
 
@@ -118,11 +132,25 @@ def test_demo_command_prints_trace_and_writes_svg(tmp_path):
     done = run_cli("demo", "--out", str(out))
     assert done.returncode == 0, done.stderr
     text = done.stdout
-    assert "z = w*x + b = 1.5000" in text
-    assert "y = sigmoid(z) = 0.8176" in text
-    assert "dy/dx = 0.2983" in text
-    assert "#2 SigmoidBackward0  result" in text
-    assert "released after step 2; held by parameter w" in text
+    # the numbers it prints are the neuron's, as PyTorch computes them here
+    x = torch.tensor(1.0, requires_grad=True)
+    w = torch.nn.Parameter(torch.tensor(2.0))
+    z = w * x - 0.5
+    y = torch.sigmoid(z)
+    y.backward()
+    printed = {k: float(re.search(pattern, text).group(1)) for k, pattern in
+               {"z": r"z = w\*x \+ b = (\S+)", "y": r"y = sigmoid\(z\) = (\S+)", "dy/dx": r"dy/dx = (\S+)",
+                "dy/dw": r"dy/dw = (\S+)"}.items()}
+    assert printed == pytest.approx(
+        {"z": z.item(), "y": y.item(), "dy/dx": x.grad.item(), "dy/dw": w.grad.item()}, abs=5e-5)
+    # the trace it prints is the neuron's: each residual with its observed free point
+    with tk.capture() as cap:
+        y = torch.sigmoid(w * x + -0.5)
+    tr = cap.trace(y).backward()
+    assert [r.free_point() for r in tr.residuals] == ["released after step 2; held by parameter w",
+                                                      "released after step 2; held by input leaf x",
+                                                      "released after step 0; held by output y (a live tensor)"]
+    assert all(f"{r.label.split(' ')[0]} {r.node.name}" in text and r.free_point() in text for r in tr.residuals)
     assert f"drawing written to {out}" in text
     assert "<svg" in out.read_text()
 

@@ -2,6 +2,7 @@
 
 from . import formula, scenarios, transformer  # issue 15: the paper's formula, GPT / Llama blocks
 from .build import build_trace
+from .capture import capture, trace
 from .cost import OpCount, count_ops, cpu_ms
 from .diff import TraceDiff, checkpoint_cache, diff
 from .errors import (
@@ -20,13 +21,13 @@ from .lab import SigmoidLab, lab
 from .lifetimes import Lifetime, Lifetimes
 from .memory import DeviceUnavailableError, Measurement, measure
 from .memory_budget import Budget, budget
-from .model import Mutation, Node, Record, Residual, Step, Storage, Trace
-from .predict import Prediction
-from .record import capture, trace
+from .reader import Node, Residual, Step, Storage
+from .render.prediction import Prediction
 from .results import Comparison, ScenarioResult, compare
+from .rows import Mutation, Record
 from .rules import RULES
 from .storage import format_bytes
-from .trace_format import load as load_trace
+from .trace import Trace, load_trace
 
 __all__ = [
     "RULES",

@@ -17,23 +17,12 @@ from .internals import custom_forward_name, sequence_nr
 from .internals import version as tensor_version
 from .keeper import gc_paused
 from .live import Live, forward_order, is_leaf_node, walk
-from .model import (
-    CachedValue,
-    HeldIn,
-    Mutation,
-    Node,
-    NodeRow,
-    Record,
-    ResidualRow,
-    Role,
-    Status,
-    StorageRow,
-    Trace,
-    _Data,
-)
 from .progress import Progress
+from .reader import Node, _Data
+from .rows import CachedValue, HeldIn, Mutation, NodeRow, Record, ResidualRow, Role, Status, StorageRow
 from .saved import SavedSlot, attributes, checkpoint_cache, is_custom_function, saved_slots, slot_names
 from .storage import StorageKey, device_text, has_data, storage_key, storage_nbytes, visible_nbytes, weak_ref
+from .trace import Trace
 from .without_data import backend_of_outputs, note_for
 
 Sources = dict[int, tuple[str | None, str]]  # a node's sequence number -> (source line, call name)

@@ -18,8 +18,8 @@ def _version() -> str:
     return __version__
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of `tracekit` and `python -m tracekit`."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand per task, each with its own help."""
     parser = argparse.ArgumentParser(prog="tracekit", description="See what reverse-mode autodiff keeps in memory.")
     parser.add_argument("--version", action="version", version=f"tracekit {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -101,6 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     lab.add_argument("dir", nargs="?", help="the course folder (default: this checkout, else ~/tracekit-course)")
     lab.add_argument("--print-command", action="store_true", help="print the command instead of running it")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `tracekit` and `python -m tracekit`."""
+    parser = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "lab":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import DiffError
-from .model import CachedValue, HeldIn, Residual, Status, Trace
+from .reader import Residual
 from .render.table import Table
+from .rows import CachedValue, HeldIn, Status
 from .storage import format_bytes
+from .trace import Trace
 
 if TYPE_CHECKING:
     import graphviz

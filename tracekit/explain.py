@@ -21,11 +21,14 @@ from typing import Any
 
 import torch
 
+from .capture import CaptureSession, trace
 from .errors import TracekitError
 from .frames import user_frame, where
-from .model import Residual, Status, Trace
-from .record import Recording, trace
+from .internals import backward_outputs
+from .reader import Residual
+from .rows import Mutation, Status
 from .storage import format_bytes
+from .trace import Trace
 
 SECOND_TIME = "Trying to backward through the graph a second time"
 INPLACE = "one of the variables needed for gradient computation has been modified by an inplace operation"
@@ -71,35 +74,79 @@ def _ops_range(tr: Trace) -> str:
     return f"{len(tr.nodes)} ops{span}"
 
 
-def second_time_note(now: Trace, earlier: _Backward | None) -> str:
-    """The note for "backward through the graph a second time": which residual, who released it,
-    what retain_graph or recomputing costs."""
+@dataclass(frozen=True)
+class Fix:
+    """One way out of the error and what it costs on this program (bytes kept alive, None where
+    not measured)."""
+
+    name: str  # retain_graph, recompute, clone, out-of-place
+    keeps: int | None = None  # bytes it keeps alive
+    storages: int | None = None  # in how many storages
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What tracekit knows about one lifetime error, as data (the note is its text)."""
+
+    kind: str  # "second" (backward a second time) or "inplace" (modified by an inplace operation)
+    residual: Residual | None  # the residual the rule needed (None: none reads so)
+    shown: Residual | None = None  # the same residual as the earlier trace saw it (its shape, source)
+    earlier_call: str | None = None  # `backward()` or `torch.autograd.grad()`, when explain saw it
+    earlier_line: str | None = None
+    released_after: int | None = None  # the earlier backward's observed step that released it
+    released_by: str | None = None  # that step's rule, `#1 ExpBackward0`
+    mutations: tuple[Mutation, ...] = ()  # the in-place calls on its storage since it was saved
+    fixes: tuple[Fix, ...] = ()
+
+
+def second_time(now: Trace, earlier: _Backward | None) -> Explanation:
+    """"Backward through the graph a second time" as data: which residual, who released it, what
+    retain_graph or recomputing costs."""
     r = _first_needed(now, Status.RELEASED)
     if r is None:
-        return f"{HEAD} no residual of this graph reads as released; nothing more to say."
+        return Explanation("second", None)
     before = None
     if earlier is not None:
         node = earlier.trace.nodes[r.node.index] if r.node.index < len(earlier.trace.nodes) else None
         before = next((x for x in node.residuals if x.slot == r.slot), None) if node is not None else None
-    shown = before or r
-    lines = [f"{HEAD} this backward needed {r.label} ({_shape(shown)}), {_saved_at(shown)}."]
     first = earlier.trace if earlier is not None else None
+    recompute = Fix("recompute", 0, 0)
     if first is not None and first.steps and before is not None and before.released_at is not None:
         step = first.steps[before.released_at]
-        lines.append(f"  The first {earlier.call}{_at(earlier.line)} released it after step {step.index} "
-                     f"(#{step.node.index} {step.node.name}'s rule ran).")
         freed = [s for st in first.steps for s in st.freed]
+        return Explanation("second", r, before, earlier.call, earlier.line, step.index,
+                           f"#{step.node.index} {step.node.name}",
+                           fixes=(Fix("retain_graph", sum(s.nbytes for s in freed), len(freed)), recompute))
+    if earlier is not None:
+        kept = earlier.trace.graph_owned_storages()
+        return Explanation("second", r, before or r, earlier.call, earlier.line,
+                           fixes=(Fix("retain_graph", sum(s.nbytes for s in kept), len(kept)), recompute))
+    return Explanation("second", r, r, fixes=(Fix("retain_graph"), recompute))
+
+
+def second_time_note(now: Trace, earlier: _Backward | None) -> str:
+    """The note for "backward through the graph a second time" (second_time's facts in words)."""
+    return _second_time_text(second_time(now, earlier), now)
+
+
+def _second_time_text(e: Explanation, now: Trace) -> str:
+    r, shown = e.residual, e.shown
+    if r is None or shown is None:
+        return f"{HEAD} no residual of this graph reads as released; nothing more to say."
+    lines = [f"{HEAD} this backward needed {r.label} ({_shape(shown)}), {_saved_at(shown)}."]
+    retain = next(f for f in e.fixes if f.name == "retain_graph")
+    if e.released_after is not None:
+        lines.append(f"  The first {e.earlier_call}{_at(e.earlier_line)} released it after step {e.released_after} "
+                     f"({e.released_by}'s rule ran).")
         lines.append("  Fixes, measured on this program:")
-        kept = format_bytes(sum(s.nbytes for s in freed))
-        lines.append(f"  - retain_graph=True on the first {earlier.call}: keeps {kept} ({_count(freed)} it freed) "
-                     "alive until the graph is dropped.")
-    elif earlier is not None:
-        lines.append(f"  The earlier {earlier.call}{_at(earlier.line)} released it (not observed: "
+        lines.append(f"  - retain_graph=True on the first {e.earlier_call}: keeps {format_bytes(retain.keeps or 0)} "
+                     f"({_count(retain.storages or 0)} it freed) alive until the graph is dropped.")
+    elif e.earlier_call is not None:
+        lines.append(f"  The earlier {e.earlier_call}{_at(e.earlier_line)} released it (not observed: "
                      "torch.autograd.grad runs unwatched).")
         lines.append("  Fixes, measured on this program:")
-        kept = earlier.trace.graph_owned_storages()
-        lines.append(f"  - retain_graph=True on the first call: keeps {format_bytes(sum(s.nbytes for s in kept))}"
-                     f" ({_count(kept)} only the graph holds) alive until the graph is dropped.")
+        lines.append(f"  - retain_graph=True on the first call: keeps {format_bytes(retain.keeps or 0)}"
+                     f" ({_count(retain.storages or 0)} only the graph holds) alive until the graph is dropped.")
     else:
         lines.append("  An earlier backward released it (traced after the fact: which step, and the bytes "
                      "retain_graph would keep, need `with tk.explain():` around the program).")
@@ -120,36 +167,50 @@ def _wrapped(lines: list[str]) -> str:
     return "\n".join(out)
 
 
-def _count(storages: list[Any]) -> str:
-    return f"{len(storages)} storage{'' if len(storages) == 1 else 's'}"
+def _count(n: int) -> str:
+    return f"{n} storage{'' if n == 1 else 's'}"
 
 
 def _at(line: str | None) -> str:
     return f" at {line}" if line else ""
 
 
-def inplace_note(now: Trace) -> str:
-    """The note for "modified by an inplace operation": which residual, which call bumped its
-    version, what a clone or an out-of-place call costs."""
+def inplace(now: Trace) -> Explanation:
+    """"Modified by an inplace operation" as data: which residual, which calls bumped its version,
+    what a clone or an out-of-place call costs."""
     r = _first_needed(now, Status.MODIFIED)
+    if r is None:
+        return Explanation("inplace", None)
+    return Explanation("inplace", r, r, mutations=tuple(r.modified_by),
+                       fixes=(Fix("clone", r.nbytes, 1), Fix("out-of-place", r.pinned_nbytes or r.nbytes, 1)))
+
+
+def inplace_note(now: Trace) -> str:
+    """The note for "modified by an inplace operation" (inplace's facts in words)."""
+    return _inplace_text(inplace(now))
+
+
+def _inplace_text(e: Explanation) -> str:
+    r = e.residual
     if r is None:
         return f"{HEAD} no residual of this graph reads as modified; nothing more to say."
     lines = [f"{HEAD} {r.label} ({_shape(r)}), {_saved_at(r)}, was saved at version {r.saved_version} "
              f"and is now at version {r.version}."]
-    calls = list(r.modified_by)
+    calls = list(e.mutations)
     if calls:
         lines.append("  In-place calls on its storage since: " + "; ".join(str(m) for m in calls) + ".")
     else:
         lines.append("  The in-place call ran unwatched (outside `with tk.explain():`).")
     first = calls[-1] if calls else None
     name = f"`{first.call}`" if first else "the in-place call"
+    clone, fresh = e.fixes
     lines.append("  Fixes, measured on this program:")
-    lines.append(f"  - clone before {name} (or save a clone): keeps {format_bytes(r.nbytes)} more, until backward "
-                 "releases it.")
+    lines.append(f"  - clone before {name} (or save a clone): keeps {format_bytes(clone.keeps or 0)} more, until "
+                 "backward releases it.")
     plain = first.call[:-1] if first and first.call.endswith("_") and not first.call.startswith("_") else None
     instead = f"`{plain}`" if plain and hasattr(torch.Tensor, plain) else "an out-of-place op"
     lines.append(f"  - {instead} instead of {name}{_at(first.source if first else None)}: a new "
-                 f"{format_bytes(r.pinned_nbytes or r.nbytes)} allocation; the saved value stays as it was.")
+                 f"{format_bytes(fresh.keeps or 0)} allocation; the saved value stays as it was.")
     lines.append("  - retain_graph does not help: the saved value itself changed.")
     return _wrapped(lines)
 
@@ -176,7 +237,14 @@ def _note_for(err: BaseException, now: Trace, earlier: _Backward | None) -> None
     kind = _kind(err)
     if kind is None or _noted(err):
         return
-    _add_note(err, second_time_note(now, earlier) if kind == "second" else inplace_note(now))
+    facts = second_time(now, earlier) if kind == "second" else inplace(now)
+    err.tracekit_explanation = facts  # type: ignore[attr-defined]  # explanation_of(err) reads it
+    _add_note(err, _second_time_text(facts, now) if kind == "second" else _inplace_text(facts))
+
+
+def explanation_of(err: BaseException) -> Explanation | None:
+    """What tk.explain found about `err`, as data (None for an error it did not explain)."""
+    return getattr(err, "tracekit_explanation", None)
 
 
 def _outputs(args: tuple[Any, ...], kwargs: dict[str, Any], func: Any) -> list[torch.Tensor]:
@@ -192,7 +260,7 @@ class Explain:
     """The context manager `tk.explain()` returns."""
 
     def __init__(self) -> None:
-        self.recording = Recording(self._backward)
+        self.recording = CaptureSession(self._backward)
         self.seen: OrderedDict[tuple[Any, ...], _Backward] = OrderedDict()
 
     def __enter__(self) -> Explain:
@@ -237,14 +305,7 @@ class Explain:
 
 def _graph_outputs(err: BaseException) -> list[torch.Tensor]:
     """The tensors a failed backward started from, from the frames its traceback still holds."""
-    tb = err.__traceback__
-    found: list[torch.Tensor] = []
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code.co_name == "_engine_run_backward":
-            found = [t for t in frame.f_locals.get("t_outputs", ()) if isinstance(t, torch.Tensor)]
-        tb = tb.tb_next
-    return [t for t in found if t.grad_fn is not None]
+    return [t for t in backward_outputs(err.__traceback__) if t.grad_fn is not None]
 
 
 def explain(err: BaseException | None = None) -> Any:

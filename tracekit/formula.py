@@ -17,10 +17,11 @@ from typing import Any
 
 import torch
 
-from .model import Residual, Storage, Trace
-from .record import trace as trace_graph
+from .capture import trace as trace_graph
+from .reader import Residual, Storage
 from .render.table import Table
 from .storage import format_bytes, storage_key
+from .trace import Trace
 from .transformer import SAVED_BY, SLOT_OF, GPTBlock
 
 # (term, formula in the paper's units, bytes as a function of s, b, h, a)

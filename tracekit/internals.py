@@ -17,7 +17,13 @@ Capabilities (`CAPABILITIES` says which this torch has):
 - `fake_tensor`: `torch._subclasses.fake_tensor.FakeTensor` (read lazily: never imported here).
 - `checkpoint_cache`: selective checkpointing's cache, reached through the closure cells of
   checkpoint's unpack hooks (`frame`, `recompute_fn`, `recompute_context`); degrades to "no cache".
-- `dispatch_mode`: `torch.utils._python_dispatch.TorchDispatchMode` (memory_budget's recorder).
+- `dispatch_mode`: `torch.utils._python_dispatch.TorchDispatchMode` (memory_budget's recorder, the
+  exercises' watch) and `torch.utils._pytree.tree_flatten` (`flatten`).
+- `storage_ref`: `torch.multiprocessing.reductions.StorageWeakRef` (`StorageRef`), a weak reference
+  to a storage as a Python object (memory_budget's recorder, the exercises' watch).
+- `engine_frame`: the autograd engine's Python frame (`_engine_run_backward`) and its local
+  `t_outputs`, read from a failed backward's traceback (tk.explain after the fact); degrades to
+  "not found".
 - `profiler_events`: `torch._C._profiler._EventType` (memory.py's CPU allocation stream).
 """
 
@@ -51,6 +57,8 @@ def _node() -> Any:
     return torch.ones(1, requires_grad=True).exp().grad_fn
 
 
+ENGINE_FRAME = "_engine_run_backward"  # torch.autograd.graph's function that calls the C++ engine
+
 CAPABILITIES: dict[str, bool] = {
     "saved_slots": _probe(_probe_saved_slots),
     "sequence_nr": _probe(lambda: isinstance(_node()._sequence_nr(), int)),
@@ -64,6 +72,10 @@ CAPABILITIES: dict[str, bool] = {
                             .TorchDispatchMode is not None),
     "profiler_events": _probe(lambda: __import__("torch._C._profiler", fromlist=["_EventType"])._EventType
                               is not None),
+    "storage_ref": _probe(lambda: __import__("torch.multiprocessing.reductions", fromlist=["StorageWeakRef"])
+                          .StorageWeakRef is not None),
+    "engine_frame": _probe(lambda: callable(getattr(__import__("torch.autograd.graph", fromlist=["graph"]),
+                                                    ENGINE_FRAME))),
 }
 
 
@@ -157,6 +169,18 @@ def is_released(node: Any, probe: tuple[str, int | None]) -> bool:
 
 
 # the graph ---------------------------------------------------------------------------------------
+
+def backward_outputs(tb: Any) -> list[torch.Tensor]:
+    """The tensors a failed backward started from, read from the engine's frame in its traceback
+    `tb` (the innermost such frame; empty where this torch names the frame or its local otherwise)."""
+    found: list[torch.Tensor] = []
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == ENGINE_FRAME:
+            found = [t for t in frame.f_locals.get("t_outputs", ()) if isinstance(t, torch.Tensor)]
+        tb = tb.tb_next
+    return found
+
 
 def sequence_nr(node: Any) -> int:
     """A node's sequence number: autograd's forward order (and the engine's priority)."""
@@ -284,12 +308,35 @@ def checkpoint_cache(graph_nodes: list[Any]) -> list[tuple[str, torch.Tensor]]:
 
 if CAPABILITIES["dispatch_mode"]:
     from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    def flatten(tree: Any) -> list[Any]:
+        """The leaves of a nest of tuples, lists and dicts (an op's arguments or outputs)."""
+        return tree_flatten(tree)[0]
 else:
+    def flatten(tree: Any) -> list[Any]:
+        """The leaves of a nest of tuples, lists and dicts (without torch's pytree)."""
+        if isinstance(tree, dict):
+            return [x for v in tree.values() for x in flatten(v)]
+        if isinstance(tree, (tuple, list)):
+            return [x for v in tree for x in flatten(v)]
+        return [tree]
+
     class TorchDispatchMode:  # type: ignore[no-redef]
         """Stands in for torch's TorchDispatchMode where this torch has none: using it raises."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             raise missing("dispatch_mode", "watching each aten call while a step runs")
+
+
+if CAPABILITIES["storage_ref"]:
+    from torch.multiprocessing.reductions import StorageWeakRef as StorageRef
+else:
+    class StorageRef:  # type: ignore[no-redef]
+        """Stands in for torch's StorageWeakRef where this torch has none: using it raises."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise missing("storage_ref", "a weak reference to a storage object")
 
 
 def closure_cells(fn: Any) -> list[Any]:

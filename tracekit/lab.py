@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .record import capture
+from .capture import capture
 from .render.table import HIGHLIGHT, html_table
 
 USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .rows import HeldIn, Record, Status
+
 PREDICTED, OBSERVED = "predicted", "observed"
 RETAINED = "the retained graph (retain_graph=True)"
 OUTSIDE = "a live reference outside this graph (another graph or a Python object)"
@@ -72,3 +74,23 @@ def holder(names: tuple[str, ...], is_parameter: bool, is_output: bool, leaf_rol
     if name:
         return f"user variable {name}"
     return None
+
+
+def fixed_note(record: Record, i: int) -> str | None:
+    """The lifetime of residual i when it has no steps to give (recomputed, gone before tracing,
+    modified in place), else None: the same for a prediction and an observation."""
+    row = record.residuals[i]
+    if row.place is HeldIn.RECOMPUTED:
+        return RECOMPUTED
+    if row.status is Status.RELEASED:
+        return GONE
+    if row.status is Status.MODIFIED:
+        by = ", ".join(str(m) for m in row.modified_by) or "an in-place op"
+        return f"modified in place by {by}: saved at version {row.saved_version}, now {row.version}"
+    return None
+
+
+def storage_holder(record: Record, k: int) -> str | None:
+    """What keeps storage k alive after backward, from what the record knows (None: nothing)."""
+    s = record.storages[k]
+    return holder(s.names, s.is_parameter, s.is_output, s.leaf_role.value if s.leaf_role is not None else None)

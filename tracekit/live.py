@@ -2,7 +2,7 @@
 
 The handle keeps weak references to the traced outputs (an autograd node cannot be weakly
 referenced, and the outputs lead to every node); the saved storages are watched through bare
-weak references that the trace's data owns (model._Data). Holding a trace therefore keeps nothing
+weak references that the trace's data owns (reader._Data). Holding a trace therefore keeps nothing
 alive: once the caller lets go of the outputs, the graph and its saved values are freed as in
 plain PyTorch, and `graph_nodes` / `tensors` raise GraphReleasedError."""
 
@@ -18,7 +18,7 @@ from .internals import sequence_nr
 if TYPE_CHECKING:
     import torch
 
-    from .model import Record
+    from .rows import Record
 
 
 def is_leaf_node(node: Any) -> bool:

@@ -19,9 +19,10 @@ import torch
 from .errors import NotObservableError
 from .internals import PreHook, is_released, release_probe
 from .keeper import gc_paused
-from .lifetimes import OBSERVED, OUTSIDE, RETAINED, Lifetime, Lifetimes
-from .model import Status, Step, Trace
-from .predict import fixed_note, storage_holder
+from .lifetimes import OBSERVED, OUTSIDE, RETAINED, Lifetime, Lifetimes, fixed_note, storage_holder
+from .live import Live
+from .reader import Step, TraceData
+from .rows import Status
 from .storage import weak_expired
 
 
@@ -29,7 +30,7 @@ class Observer:
     """Turns 'this node is about to run' into steps, releases and frees (the trace's observed
     lifetimes once finished); the record is only read."""
 
-    def __init__(self, trace: Trace, graph_nodes: list[Any], keep: bool,
+    def __init__(self, trace: TraceData, graph_nodes: list[Any], keep: bool,
                  on_step: Callable[[Step], None] | None = None) -> None:
         self.trace = trace
         self.record = record = trace.record
@@ -133,17 +134,17 @@ class Observer:
 
 
 def observe_backward(
-    trace: Trace, gradient: Any, retain_graph: bool | None, create_graph: bool,
+    trace: TraceData, live: Live, gradient: Any, retain_graph: bool | None, create_graph: bool,
     on_step: Callable[[Step], None] | None = None,
 ) -> None:
-    """Run torch.autograd.backward on the trace's outputs, recording the observed lifetimes."""
+    """Run torch.autograd.backward on the live outputs, recording the trace's observed lifetimes."""
     if trace._data.observed is not None:
         raise NotObservableError(
             "this trace already observed a backward pass: call tk.trace(...) again on the "
             "outputs to observe another one (after retain_graph=True)."
         )
-    outputs = trace._outputs  # GraphReleasedError when the caller let go of them
-    graph_nodes = trace._graph_nodes
+    outputs = live.tensors()  # GraphReleasedError when the caller let go of them
+    graph_nodes = live.graph_nodes(trace.record)
     keep = create_graph if retain_graph is None else retain_graph
     with gc_paused():
         observer = Observer(trace, graph_nodes, keep, on_step)

@@ -1,11 +1,12 @@
 """Predictions from a trace's structure, for graphs whose backward cannot be observed
 (meta or fake tensors: shapes, no values) or has not been run yet.
 
-- `predict_backward(trace)`: the reverse order autograd's engine takes (a node runs once every
+- `predict_lifetimes(record)`: the reverse order autograd's engine takes (a node runs once every
   consumer has sent its gradient; among ready nodes the one created last runs first), the
   step after which each residual is released (when its own rule has run), and the step
   after which each storage is freed (when the last rule reading it has run, unless a
   parameter, an output or a named variable still holds it). Every figure is marked predicted.
+(Its views, `Trace.predict_backward()`'s steps and tables: render/prediction.py.)
 (What a trace without data cannot know, and the notes on its nodes: without_data.py.)
 """
 
@@ -13,12 +14,8 @@ from __future__ import annotations
 
 import heapq
 
-from .lifetimes import GONE, OUTSIDE, PREDICTED, RECOMPUTED, RETAINED, Lifetime, Lifetimes, holder
-from .model import HeldIn, Record, Residual, Status, Step, Storage, Trace
-from .render.table import Table
-from .storage import format_bytes
-
-PredictedStep = Step  # a step of the prediction is a Step view over the predicted lifetimes
+from .lifetimes import OUTSIDE, PREDICTED, RETAINED, Lifetime, Lifetimes, fixed_note, storage_holder
+from .rows import HeldIn, Record, Status
 
 
 def reverse_order(record: Record) -> list[int]:
@@ -49,26 +46,6 @@ def reverse_order(record: Record) -> list[int]:
                 if waiting[i] == 0:
                     heapq.heappush(ready, -i)
     return order
-
-
-def fixed_note(record: Record, i: int) -> str | None:
-    """The lifetime of residual i when it has no steps to give (recomputed, gone before tracing,
-    modified in place), else None: the same for a prediction and an observation."""
-    row = record.residuals[i]
-    if row.place is HeldIn.RECOMPUTED:
-        return RECOMPUTED
-    if row.status is Status.RELEASED:
-        return GONE
-    if row.status is Status.MODIFIED:
-        by = ", ".join(str(m) for m in row.modified_by) or "an in-place op"
-        return f"modified in place by {by}: saved at version {row.saved_version}, now {row.version}"
-    return None
-
-
-def storage_holder(record: Record, k: int) -> str | None:
-    """What keeps storage k alive after backward, from what the record knows (None: nothing)."""
-    s = record.storages[k]
-    return holder(s.names, s.is_parameter, s.is_output, s.leaf_role.value if s.leaf_role is not None else None)
 
 
 def predict_lifetimes(record: Record, retain_graph: bool = False) -> Lifetimes:
@@ -110,58 +87,3 @@ def predict_lifetimes(record: Record, retain_graph: bool = False) -> Lifetimes:
         held = None if k is None or free is not None else (storage_holder(record, k) or OUTSIDE)
         lts.append(Lifetime(PREDICTED, released_at[i], free, held))
     return Lifetimes(PREDICTED, tuple(order), tuple(lts), tuple(map(tuple, released)), tuple(map(tuple, freed)))
-
-
-class Prediction:
-    """Predicted reverse steps and free points (nothing run): `steps`, `lifetimes`, `released_at`,
-    `freed_at`, `held_by`; the same before and after an observed backward."""
-
-    def __init__(self, trace: Trace, lifetimes: Lifetimes) -> None:
-        self.trace = trace
-        self.lifetimes = lifetimes
-        self.retained = lifetimes.retained
-        d = trace._data
-        self.steps = [Step(d, lifetimes, k) for k in range(len(lifetimes.order))]
-        self.released_at: dict[Residual, int] = {r: s.index for s in self.steps for r in s.released}
-        self.freed_at: dict[Storage, int] = {st: s.index for s in self.steps for st in s.freed}
-
-    def held_by(self, storage: Storage) -> str | None:
-        """What still holds this storage after backward (predicted), or None if it is freed."""
-        if self.retained:
-            return RETAINED
-        return None if storage in self.freed_at else (storage_holder(self.trace.record, storage.index) or OUTSIDE)
-
-    def free_point(self, r: Residual) -> str:
-        """The predicted lifetime in words, e.g. `released after step 3; freed after step 5 (predicted)`."""
-        return self.lifetimes.residuals[r.index].words()
-
-    def table(self) -> Table:
-        """Every residual with its predicted free point."""
-        rows = [(r.label, "?" if r.shape is None else str(tuple(r.shape)), format_bytes(r.pinned_nbytes or 0),
-                 self.free_point(r)) for r in self.trace.residuals]
-        return Table(("residual", "shape", "pinned", "free point (predicted)"), rows)
-
-    def steps_table(self) -> Table:
-        """The predicted reverse order: each step, what it releases and which storages it frees."""
-        rows = [(f"step {s.index}", f"#{s.node.index} {s.node.name}",
-                 ", ".join(r.slot for r in s.released) or "-",
-                 ", ".join(format_bytes(st.nbytes) for st in s.freed) or "-") for s in self.steps]
-        return Table(("step", "rule", "releases", "frees"), rows)
-
-    def text(self) -> str:
-        """The predicted reverse order and free points as plain text."""
-        return (f"reverse ({PREDICTED} from the graph's structure, not observed)\n{self.steps_table()}\n"
-                f"free points ({PREDICTED})\n{self.table()}")
-
-    __repr__ = text
-
-    def _repr_html_(self) -> str:
-        return (f"<p>reverse ({PREDICTED} from the graph's structure, not observed)</p>"
-                f"{self.steps_table()._repr_html_()}<p>free points ({PREDICTED})</p>{self.table()._repr_html_()}")
-
-
-def predict_backward(trace: Trace, retain_graph: bool = False) -> Prediction:
-    """The reverse order, release step of each residual and free step of each storage, from structure."""
-    if not retain_graph:
-        return Prediction(trace, trace._data.prediction())
-    return Prediction(trace, predict_lifetimes(trace.record, True))

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .memory import NO_CUDA, DeviceUnavailableError, Measurement
-from .model import Trace
 from .render.table import aligned, html_table
+from .trace import Trace
 
 
 @dataclass(repr=False)

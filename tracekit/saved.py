@@ -23,7 +23,7 @@ from .internals import (
     slot_names,
     tensor_attributes,
 )
-from .model import HeldIn, Status
+from .rows import HeldIn, Status
 
 __all__ = ["SavedSlot", "attributes", "checkpoint_cache", "is_custom_function", "raw_slot", "released",
            "saved_slots", "slot_names"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import TraceFormatError
 from .lifetimes import OBSERVED, Lifetime, Lifetimes
-from .model import (
+from .rows import (
     FORMAT_VERSION,
     CachedValue,
     HeldIn,
@@ -24,7 +24,6 @@ from .model import (
     Role,
     Status,
     StorageRow,
-    Trace,
 )
 
 FORMAT = "tracekit-trace"
@@ -39,9 +38,8 @@ def _mutation(m: Mutation) -> list[Any]:
     return [m.call, m.source, list(m.storage), m.version]
 
 
-def to_dict(trace: Trace) -> dict[str, Any]:
-    """The trace as plain JSON-ready data."""
-    rec = trace.record
+def to_dict(rec: Record, lt: Lifetimes | None = None) -> dict[str, Any]:
+    """The record and the observed lifetimes (if any) as plain JSON-ready data."""
     residuals = [r._replace(modified_by=[_mutation(m) for m in r.modified_by]) for r in rec.residuals]
     out: dict[str, Any] = {
         "format": FORMAT,
@@ -58,7 +56,6 @@ def to_dict(trace: Trace) -> dict[str, Any]:
         "cache": [[c.op, list(c.shape), c.dtype, c.nbytes, list(c.key)] for c in rec.cache],
         "observed": None,
     }
-    lt = trace._data.observed
     if lt is not None:
         out["observed"] = {
             "order": list(lt.order),
@@ -70,9 +67,9 @@ def to_dict(trace: Trace) -> dict[str, Any]:
     return out
 
 
-def dump(trace: Trace, path: str | Path | None = None) -> str:
-    """The trace as JSON text (written to `path` when given)."""
-    text = json.dumps(to_dict(trace), separators=(",", ":"))
+def dump(record: Record, observed: Lifetimes | None = None, path: str | Path | None = None) -> str:
+    """The record and the observed lifetimes as JSON text (written to `path` when given)."""
+    text = json.dumps(to_dict(record, observed), separators=(",", ":"))
     if path is not None:
         Path(path).write_text(text)
     return text
@@ -107,8 +104,8 @@ def _optional_role(v: str | None) -> Role | None:
     return None if v is None else Role(v)
 
 
-def from_dict(data: dict[str, Any]) -> Trace:
-    """A trace (a record without a graph) from `to_dict`'s data."""
+def from_dict(data: dict[str, Any]) -> tuple[Record, Lifetimes | None]:
+    """The record and the observed lifetimes (None if none) from `to_dict`'s data."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise TraceFormatError("this is not a tracekit trace file (no \"format\": \"tracekit-trace\").")
     if data.get("version") != FORMAT_VERSION:
@@ -137,11 +134,12 @@ def from_dict(data: dict[str, Any]) -> Trace:
                               tuple(Lifetime(OBSERVED, *(row[i] for i in at)) for row in table["rows"]),
                               _tuples(observed["released"]), _tuples(observed["freed"]),
                               observed["retained"], observed["error"])
-    return Trace(record, None, lifetimes)
+    return record, lifetimes
 
 
-def load(source: str | Path) -> Trace:
-    """A trace from a JSON file written by `tr.to_json(path)` (or from the JSON text itself)."""
+def load(source: str | Path) -> tuple[Record, Lifetimes | None]:
+    """The record and observed lifetimes from a JSON file written by `tr.to_json(path)` (or from the
+    JSON text itself); trace.load_trace makes the trace."""
     text = str(source)
     if not text.lstrip().startswith("{"):
         text = Path(source).read_text()

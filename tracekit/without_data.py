@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from .errors import NotObservableError
-from .model import Node, Trace
+from .reader import Node, TraceData
 from .storage import has_data
 
 SDPA_NOTE = (
@@ -79,7 +79,7 @@ def note_for(node: Node, backend: str | None) -> str | None:
     return next((d.note for d in DIVERGENCES if d.backend == backend and d.matches(node)), None)
 
 
-def refuse_without_data(trace: Trace) -> None:
+def refuse_without_data(trace: TraceData) -> None:
     """Raise NotObservableError for a trace of meta / fake tensors: there is nothing to observe."""
     if trace.without_data:
         raise NotObservableError(

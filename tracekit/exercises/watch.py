@@ -9,9 +9,8 @@ from collections import Counter
 from typing import Any
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+
+from ..internals import StorageRef, TorchDispatchMode, flatten
 
 
 class Watch(TorchDispatchMode):
@@ -20,23 +19,23 @@ class Watch(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.storages: dict[int, tuple[StorageWeakRef, int]] = {}
-        self.before: dict[int, StorageWeakRef] = {}  # storages an op read that the region did not create
+        self.storages: dict[int, tuple[StorageRef, int]] = {}
+        self.before: dict[int, StorageRef] = {}  # storages an op read that the region did not create
         self.peak = 0
         self.ops: Counter[str] = Counter()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        for t in tree_flatten((args, kwargs))[0]:
+        for t in flatten((args, kwargs)):
             if isinstance(t, torch.Tensor) and t.device.type != "meta":
-                ref = StorageWeakRef(t.untyped_storage())
+                ref = StorageRef(t.untyped_storage())
                 if ref.cdata not in self.storages and ref.cdata not in self.before:
                     self.before[ref.cdata] = ref
         out = func(*args, **(kwargs or {}))
         self.ops[str(func.overloadpacket.__name__)] += 1
-        for t in tree_flatten(out)[0]:
+        for t in flatten(out):
             if isinstance(t, torch.Tensor) and t.device.type != "meta":
                 storage = t.untyped_storage()
-                ref = StorageWeakRef(storage)
+                ref = StorageRef(storage)
                 old = self.before.get(ref.cdata)
                 if old is not None and not old.expired():
                     continue  # a view of something that existed before the region
@@ -47,7 +46,7 @@ class Watch(TorchDispatchMode):
 
     def alive_bytes(self, exclude: tuple[torch.Tensor, ...] = ()) -> int:
         """Bytes of the storages created under the watch that are still alive, except `exclude`'s."""
-        skip = {StorageWeakRef(t.untyped_storage()).cdata for t in exclude if isinstance(t, torch.Tensor)}
+        skip = {StorageRef(t.untyped_storage()).cdata for t in exclude if isinstance(t, torch.Tensor)}
         for key in [k for k, (ref, _) in self.storages.items() if ref.expired()]:
             del self.storages[key]
         return sum(n for k, (_, n) in self.storages.items() if k not in skip)

@@ -64,7 +64,7 @@ from ..models import seeded_mlp
 from ..storage import format_bytes
 from .inputs import FORMS, TARGET_KEYS, _builtin_step, _check_loss_fn, _split_batch
 from .ledger import _attribute, _fill_unreported
-from .recorder import META_SOURCE, _MetaStream, _Recorder
+from .recorder import META_SOURCE, _MetaStream, _StepRecorder
 from .result import ALLOCATED, CATEGORIES, DEFINITIONS, Budget, Moment, _labels, _phase
 
 __all__ = [
@@ -165,13 +165,13 @@ def _step_to_measure(
 
 
 def _record(model: torch.nn.Module, optimizer: torch.optim.Optimizer, dev: torch.device, held: Any,
-            run: Callable[[], Any], warmup: bool) -> _Recorder:
+            run: Callable[[], Any], warmup: bool) -> _StepRecorder:
     """Run the step (after a warm-up run) under the allocation probe and the recorder's marks."""
     # the warm-up runs under the probe too: the CPU profiler reports the free of an allocation
     # only if it saw the allocation, and the step frees what the previous step left (gradients)
     meta = dev.type == "meta"
     with gc_paused(), (_MetaStream() if meta else measure(dev, allocations=True, collect=False)) as probe:
-        rec = _Recorder(model, optimizer, dev, held, run, probe)
+        rec = _StepRecorder(model, optimizer, dev, held, run, probe)
         if warmup:
             with _quiet_stderr():  # the CPU allocator warns when it frees memory older than the profiler
                 run()
@@ -187,7 +187,7 @@ def _record(model: torch.nn.Module, optimizer: torch.optim.Optimizer, dev: torch
     return rec
 
 
-def _assemble(model: torch.nn.Module, dev: torch.device, rec: _Recorder, word: str) -> Budget:
+def _assemble(model: torch.nn.Module, dev: torch.device, rec: _StepRecorder, word: str) -> Budget:
     """The Budget from what the recorder saw: every byte named, the peak and its breakdown, the notes."""
     meta = dev.type == "meta"
     measurement = None if meta else rec.probe.result

@@ -1,6 +1,6 @@
 """Recording one training step: the phases (backward calls, each reverse rule, zero_grad, the
 optimizer step) marked in the allocation stream, and at each mark who holds each storage
-(`_Recorder`); on the meta device, where there is no allocator, the stream itself (`_MetaStream`)."""
+(`_StepRecorder`); on the meta device, where there is no allocator, the stream itself (`_MetaStream`)."""
 
 from __future__ import annotations
 
@@ -15,15 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 from torch.overrides import TorchFunctionMode
 
 from .. import keeper
 from ..build import is_leaf_node, walk
 from ..frames import forget_snapshot
-from ..internals import TorchDispatchMode, sequence_nr, storage_identity
+from ..internals import StorageRef, TorchDispatchMode, sequence_nr, storage_identity
 from ..memory import AllocationStream, Measurement
-from ..model import Status
+from ..rows import Status
 from ..saved import released, saved_slots
 from ..storage import allocated_bytes
 from .inputs import _tensors_in
@@ -54,7 +53,7 @@ class _MetaStream(TorchDispatchMode):
         super().__init__()
         self.events: list[tuple[int, int]] = []
         self.marks: list[tuple[str, int]] = []
-        self.live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self.live: dict[int, tuple[StorageRef, int]] = {}
         self.result: Measurement | None = None
 
     def poll(self) -> None:
@@ -63,7 +62,7 @@ class _MetaStream(TorchDispatchMode):
                 del self.live[key]
                 self.events.append((key, -nbytes))
 
-    def watch(self, storages: dict[int, StorageWeakRef], sizes: dict[int, tuple[str, int]]) -> None:
+    def watch(self, storages: dict[int, StorageRef], sizes: dict[int, tuple[str, int]]) -> None:
         """Also report the end of storages made before the measurement (seen at its start)."""
         for key, weak in storages.items():
             self.live.setdefault(key, (weak, sizes[key][1]))
@@ -76,7 +75,7 @@ class _MetaStream(TorchDispatchMode):
                 storage = t.untyped_storage()
                 key = _key(storage)
                 if key not in self.live and storage.nbytes():
-                    self.live[key] = (StorageWeakRef(storage), storage.nbytes())
+                    self.live[key] = (StorageRef(storage), storage.nbytes())
                     self.events.append((key, storage.nbytes()))
         return out
 
@@ -111,10 +110,10 @@ class _SavedValue:
     slot: str
     key: int  # the storage's identity (see _key)
     nbytes: int
-    storage: StorageWeakRef  # to notice when a graph kept by retain_graph lets it go
+    storage: StorageRef  # to notice when a graph kept by retain_graph lets it go
 
 
-class _Recorder(TorchFunctionMode):
+class _StepRecorder(TorchFunctionMode):
     """Marks the step's phases (backward calls, graph nodes, optimizer and zero_grad) and, at each
     mark, which storage each holder (parameters, gradients, ...) holds."""
 
@@ -135,13 +134,13 @@ class _Recorder(TorchFunctionMode):
         self.labels: list[tuple[str, int]] = []  # (label, backward pass or 0)
         self.observations: list[dict[int, tuple[str, int]]] = []  # per mark: pointer -> (category, bytes)
         self.saved: list[_SavedValue] = []  # what the running backward's graph saved and still holds
-        self.retained: dict[int, tuple[StorageWeakRef, int]] = {}  # saved storages of graphs kept by retain_graph
+        self.retained: dict[int, tuple[StorageRef, int]] = {}  # saved storages of graphs kept by retain_graph
         self.passes = 0
         self.rules = 0
         self.runner: Any = None  # the frame that called the step
         self.frame_held: list[torch.Tensor] | None = None  # while backward runs: what the caller's frames hold
         self.optimizer_steps = 0
-        self.start_weak: dict[int, StorageWeakRef] = {}  # storages seen at the start, to notice their end
+        self.start_weak: dict[int, StorageRef] = {}  # storages seen at the start, to notice their end
         self.gone: list[list[int]] = []  # per mark: storages seen at the start that are gone by now
 
     # -- marks
@@ -169,7 +168,7 @@ class _Recorder(TorchFunctionMode):
                     ptr = _key(storage)
                     out.setdefault(ptr, (category, allocated_bytes(nbytes, dev)))
                     if first and ptr not in self.start_weak:
-                        self.start_weak[ptr] = StorageWeakRef(storage)
+                        self.start_weak[ptr] = StorageRef(storage)
 
         put(self.params + self.buffers, "parameters")
         put((p.grad for p in self.params), "gradients")
@@ -285,7 +284,7 @@ class _Recorder(TorchFunctionMode):
                     storage = t.untyped_storage()
                     if storage.nbytes():
                         nbytes = allocated_bytes(storage.nbytes(), str(self.device))
-                        self.saved.append(_SavedValue(node, s.slot, _key(storage), nbytes, StorageWeakRef(storage)))
+                        self.saved.append(_SavedValue(node, s.slot, _key(storage), nbytes, StorageRef(storage)))
 
     def _rule_hook(self, node: Any, backward_pass: int) -> Callable[[Any], None]:
         name = node.name()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import textwrap
 from collections import Counter
+from dataclasses import dataclass
 from html import escape
 
 import graphviz
@@ -22,7 +23,8 @@ import numpy as np
 from .. import rules
 from ..keeper import gc_paused
 from ..lifetimes import GONE, RECOMPUTED, Lifetimes
-from ..model import HeldIn, Node, Residual, Role, Trace
+from ..reader import Node, Residual, TraceData
+from ..rows import HeldIn, Role
 from ..storage import format_bytes
 
 FORWARD, REVERSE, RESIDUAL = "#555555", "#1f5fbf", "#d9731a"
@@ -99,7 +101,7 @@ def _repeats(ops: list[str], max_period: int = 400) -> tuple[int, int, int] | No
     return None
 
 
-def _shown(trace: Trace, max_nodes: int) -> tuple[set[int], list[Node], str]:
+def _shown(trace: TraceData, max_nodes: int) -> tuple[set[int], list[Node], str]:
     """Which node indexes are drawn, which collapse into one box, and a sentence saying so.
     Repeated blocks (identical layers) keep their first copy; otherwise the middle of a long
     trace collapses."""
@@ -122,7 +124,7 @@ def _shown(trace: Trace, max_nodes: int) -> tuple[set[int], list[Node], str]:
     return keep, hidden, f"showing {len(keep)} of {n} nodes; {len(hidden)} collapsed ({ops}, ...)"
 
 
-def _view_runs(trace: Trace, keep: set[int], outputs: set[int]) -> dict[int, str]:
+def _view_runs(trace: TraceData, keep: set[int], outputs: set[int]) -> dict[int, str]:
     """Runs of two or more consecutive view/reshape ops that save nothing (not an output): node
     index -> the id of the box the run is drawn as."""
     groups: dict[int, str] = {}
@@ -170,7 +172,7 @@ def _holder(r: Residual) -> str | Role:
     return "graph"
 
 
-def _outputs(trace: Trace) -> list[tuple[int, str]]:
+def _outputs(trace: TraceData) -> list[tuple[int, str]]:
     """(forward node index, name) of each traced output."""
     outputs = trace.record.outputs
     out = []
@@ -189,7 +191,7 @@ def _leaf_id(label: str) -> str:
 class _Plan:
     """Where each thing goes: ids, columns, leaves between the lanes or on the left."""
 
-    def __init__(self, trace: Trace, keep: set[int], hidden: list[Node],
+    def __init__(self, trace: TraceData, keep: set[int], hidden: list[Node],
                  groups: dict[int, str] | None = None) -> None:
         self.trace, self.keep, self.hidden = trace, keep, hidden
         self.group = groups or {}  # hidden node index -> the box it is drawn in (default: the one collapsed box)
@@ -238,7 +240,7 @@ class _Plan:
         return self.lid(leaf if leaf in self.leaf_at else _extra_key(r))
 
 
-def _rule_label(trace: Trace, node: Node, step_of: dict[int, int], chars: int = RULE_CHARS) -> str:
+def _rule_label(trace: TraceData, node: Node, step_of: dict[int, int], chars: int = RULE_CHARS) -> str:
     step = f"step {step_of[node.index]} · " if node.index in step_of else ""
     rules = _node_rules(node) or ["reads no residual"]
     lines = []
@@ -266,7 +268,7 @@ def _node_rules(node: Node) -> list[str]:
     return [rules.assignment([f"grad_{n}" for n in names], f) for f, names in by_formula.items()]
 
 
-def _estimate_lr_width_pt(trace: Trace, plan: _Plan, step_of: dict[int, int]) -> float:
+def _estimate_lr_width_pt(trace: TraceData, plan: _Plan, step_of: dict[int, int]) -> float:
     """Rough width of the left-to-right layout, in points (Graphviz does the real layout)."""
     total = 0.0
     columns = sorted(plan.keep)
@@ -281,7 +283,7 @@ def _estimate_lr_width_pt(trace: Trace, plan: _Plan, step_of: dict[int, int]) ->
     return total
 
 
-def _lifetime_strip(trace: Trace, plan: _Plan) -> str:
+def _lifetime_strip(trace: TraceData, plan: _Plan) -> str:
     """HTML rows: one bar per residual from the op that saved it to the step that released it
     (solid), then pale while something else still holds its memory."""
     nodes = [trace.nodes[i] for i in sorted(plan.keep)]
@@ -356,7 +358,7 @@ def _no_strip() -> str:
             f'<tr><td align="left" colspan="3"><font point-size="9">{second}</font></td></tr>')
 
 
-def _strip_fits(trace: Trace, plan: _Plan, width: int) -> bool:
+def _strip_fits(trace: TraceData, plan: _Plan, width: int) -> bool:
     """Whether the lifetime strip fits `width` at full size (else the drawing points to tr.timeline())."""
     residuals = [r for i in sorted(plan.keep) for r in trace.nodes[i].residuals]
     if not residuals:
@@ -393,7 +395,7 @@ def _node_line(node_id: str, **attrs: str) -> str:
     return f"{node_id} {_attrs(**attrs)}"
 
 
-def _plain_lifetimes(trace: Trace, plan: _Plan) -> list[str]:
+def _plain_lifetimes(trace: TraceData, plan: _Plan) -> list[str]:
     """The lifetime strip in words, for renderers without HTML labels (the WebAssembly build)."""
     residuals = [r for i in sorted(plan.keep) for r in trace.nodes[i].residuals]
     if plan.hidden or not residuals or len(residuals) > STRIP_MAX_ROWS:
@@ -419,7 +421,7 @@ def _residual_name(r: Residual) -> str:
     return f"{producer} → #{r.node.index} {r.node.name}.{r.slot} · {format_bytes(r.nbytes)}{pins}"
 
 
-def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: bool | None = None,
+def trace_graph(trace: TraceData, max_nodes: int = 60, width: int = WIDTH, html: bool | None = None,
                 fold: bool | None = None) -> graphviz.Digraph:
     """Build the graphviz drawing of a trace (see _trace_graph), with the cycle collector paused:
     the drawing makes many short-lived objects, and each collection would rescan a big trace."""
@@ -427,16 +429,23 @@ def trace_graph(trace: Trace, max_nodes: int = 60, width: int = WIDTH, html: boo
         return _trace_graph(trace, max_nodes, width, html, fold)
 
 
-def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None, fold: bool | None) -> graphviz.Digraph:
-    """Build the graphviz drawing of a trace for a place `width` px wide, at full size (big traces
-    fold top to bottom; runs of view ops that save nothing, repeated blocks or the middle of a
-    long trace collapse into boxes). `html`: draw the legend and lifetime strip as an HTML-like
-    label (default: when system `dot` renders; the WebAssembly build has no HTML labels, so it
-    gets the same facts as text lines). `fold`: force the folded (True) or lanes (False) layout."""
-    if html is None:
-        from .svg import renderer
+@dataclass
+class _Layout:
+    """The layout decisions, made before any DOT text: which nodes are drawn (and which collapse into
+    which box), the lanes or the folded layout, the observed step of each node's rule."""
 
-        html = renderer() == "dot"
+    plan: _Plan
+    keep: set[int]
+    hidden: list[Node]
+    groups: dict[int, str]  # node index -> the view-run box it is drawn in
+    collapsed: str  # the sentence saying what collapsed
+    step_of: dict[int, int]
+    lanes: bool
+
+
+def _layout(trace: TraceData, max_nodes: int, width: int, fold: bool | None) -> _Layout | None:
+    """Stage 1: what to draw and how to lay it out for `width` px; None when only laying out both ways
+    and measuring can tell (a lanes drawing near the width)."""
     n = len(trace.nodes)
     groups = _view_runs(trace, set(range(n)), {i for i, _ in _outputs(trace)}) if n > VIEW_RUN_FROM else {}
     if groups and n - len(groups) + len(set(groups.values())) <= max_nodes:
@@ -450,256 +459,343 @@ def _trace_graph(trace: Trace, max_nodes: int, width: int, html: bool | None, fo
     plan = _Plan(trace, keep, hidden, groups)
     step_of = {s.node.index: s.index for s in trace.steps}
     estimate = _estimate_lr_width_pt(trace, plan, step_of) * 4 / 3
-    if fold is None and 0.8 * width < estimate <= 1.5 * width and len(plan.keep) <= 30:  # close: lay out, measure
-        lanes_drawing = _trace_graph(trace, max_nodes, width, html, False)
-        return lanes_drawing if _measured_width(lanes_drawing.source) <= width else \
-            _trace_graph(trace, max_nodes, width, html, True)
+    if fold is None and 0.8 * width < estimate <= 1.5 * width and len(plan.keep) <= 30:
+        return None
     lanes = estimate <= width if fold is None else not fold
-    out: list[str] = []
-    add = out.append
-    roles_seen: set[Role] = set()
-    aligned: set[int] = set()  # columns already held straight by a visible edge
+    return _Layout(plan, keep, hidden, groups, collapsed, step_of, lanes)
 
-    def ordered(first: str, second: str, visual_from_first: bool, **attrs: str) -> None:
+
+class _Dot:
+    """Stage 2: the DOT text of the nodes and edges, from the layout (lines in `out`; the leaf roles
+    drawn, for the legend; the long gradient edges a folded drawing leaves out)."""
+
+    def __init__(self, trace: TraceData, layout: _Layout) -> None:
+        self.trace, self.layout, self.plan = trace, layout, layout.plan
+        self.keep, self.lanes = layout.keep, layout.lanes
+        self.out: list[str] = []
+        self.roles_seen: set[Role] = set()
+        self.aligned: set[int] = set()  # columns already held straight by a visible edge
+        self.rule_ids: list[str] = []
+        self.op_ids: list[str] = []
+        self.middle_ids: list[str] = []
+        self.rows: dict[str, list[str]] = {}  # ids that share a rank (folded: a node's row, its leaves' above)
+        self.column_of: dict[str, str] = {}  # a leaf drawn between the lanes -> the column (node) it enters
+        self.between_done: set[str] = set()
+        self.long_gradients = 0
+
+    def lines(self) -> list[str]:
+        """Every node, edge and rank line, in drawing order."""
+        self.nodes()
+        self.leaves()
+        self.outputs()
+        self.forward_edges()
+        self.residual_edges()
+        self.straighten()
+        self.ranks()
+        return self.out
+
+    def ordered(self, first: str, second: str, visual_from_first: bool, **attrs: str) -> None:
         """An edge whose tail comes first (lanes: higher row; folded: further left)."""
         if not visual_from_first:
             attrs["dir"] = "back"
-        add(f"{first} -> {second} {_attrs(**attrs)}")
+        self.out.append(f"{first} -> {second} {_attrs(**attrs)}")
 
-    def column(i: int, leaf_id: str | None, to_rule: dict[str, str] | None, to_op: dict[str, str] | None) -> None:
+    def column(self, i: int, leaf_id: str | None, to_rule: dict[str, str] | None,
+               to_op: dict[str, str] | None) -> None:
         """Edges inside column i: the rule, a leaf between the lanes, the op.
         Lanes: rule row above the leaf row above the op row. Folded: op, leaf, rule left to right."""
-        rid, fid = plan.rid(i), plan.fid(i)
+        rid, fid = self.plan.rid(i), self.plan.fid(i)
         if leaf_id is None:  # the op's own value read by its rule
             if to_rule is not None:
-                if lanes:
-                    ordered(rid, fid, False, weight="20", **to_rule)
+                if self.lanes:
+                    self.ordered(rid, fid, False, weight="20", **to_rule)
                 else:
-                    ordered(fid, rid, True, **to_rule)
-                aligned.add(i)
+                    self.ordered(fid, rid, True, **to_rule)
+                self.aligned.add(i)
             return
-        if lanes:
+        if self.lanes:
             if to_rule is not None:
-                ordered(rid, leaf_id, False, weight="20", **to_rule)
+                self.ordered(rid, leaf_id, False, weight="20", **to_rule)
             if to_op is not None:
-                ordered(leaf_id, fid, True, weight="20", **to_op)
-            aligned.add(i)
+                self.ordered(leaf_id, fid, True, weight="20", **to_op)
+            self.aligned.add(i)
         else:  # folded: the leaf sits on its own row above the op and the rule
             if to_op is not None:
-                ordered(leaf_id, fid, True, **to_op)
+                self.ordered(leaf_id, fid, True, **to_op)
             if to_rule is not None:
-                ordered(leaf_id, rid, True, **to_rule)
+                self.ordered(leaf_id, rid, True, **to_rule)
 
-    # nodes: reverse rules and forward ops
-    rule_ids, op_ids, middle_ids = [], [], []
-    rows: dict[str, list[str]] = {}  # ids that share a rank (folded: a node's row, its leaves' row above)
-    column_of: dict[str, str] = {}  # a leaf drawn between the lanes -> the column (node) it enters
-    boxes_done: set[str] = set()
-    members: dict[str, list[Node]] = {}
-    for node in hidden:
-        members.setdefault(groups.get(node.index, COLLAPSED), []).append(node)
-    for node in trace.nodes:
-        i = node.index
-        if i not in keep:
-            box = groups.get(i, COLLAPSED)
-            if box in boxes_done:
-                continue
-            boxes_done.add(box)
-            inside = members[box]
-            if box == COLLAPSED:
-                rule_text, op_text = f"… {len(hidden)} rules collapsed …", f"… {len(hidden)} nodes collapsed …"
-            else:
-                ops = ", ".join(f"{op} ×{k}" if k > 1 else op for op, k in Counter(n.op for n in inside).items())
-                span = f"#{inside[0].index}–#{inside[-1].index}"
-                rule_text = f"{len(inside)} view rules ({span})\nreshape the gradient, read no residual"
-                op_text = "\n".join([f"{span}: {len(inside)} view ops", *textwrap.wrap(ops, 32)])
-            add(_node_line(f"r_{box}", label=rule_text, style="dashed,rounded", color=REVERSE,
-                           **({} if lanes else {"group": "reverse"})))
-            add(_node_line(f"f_{box}", label=op_text, style="dashed,rounded",
-                           **({} if lanes else {"group": "forward"})))
-            add(f"r_{box} -> f_{box} [style=invis weight=20]" if lanes else f"f_{box} -> r_{box} [style=invis]")
-            rule_ids.append(f"r_{box}")
-            op_ids.append(f"f_{box}")
-            rows[box] = [f"f_{box}", f"r_{box}"]
-            continue
-        ran = {} if i in step_of or not trace.steps else {"fontcolor": "#999999"}
-        lane = {} if lanes else {"group": "reverse"}  # folded: each lane a straight column
-        label = _rule_label(trace, node, step_of, LANE_RULE_CHARS if lanes else RULE_CHARS)
-        add(_node_line(f"r{i}", label=label, color=REVERSE, **ran, **lane))
-        where = f"\n{node.source}" if node.source else ""
-        add(_node_line(f"f{i}", label=f"#{i} {node.op}{where}", color=FORWARD,
+    def box(self, box: str, inside: list[Node]) -> None:
+        """A collapsed box: the rules and the ops of a run of view ops, or of the collapsed middle."""
+        add, lanes, hidden = self.out.append, self.lanes, self.layout.hidden
+        if box == COLLAPSED:
+            rule_text, op_text = f"… {len(hidden)} rules collapsed …", f"… {len(hidden)} nodes collapsed …"
+        else:
+            ops = ", ".join(f"{op} ×{k}" if k > 1 else op for op, k in Counter(n.op for n in inside).items())
+            span = f"#{inside[0].index}–#{inside[-1].index}"
+            rule_text = f"{len(inside)} view rules ({span})\nreshape the gradient, read no residual"
+            op_text = "\n".join([f"{span}: {len(inside)} view ops", *textwrap.wrap(ops, 32)])
+        add(_node_line(f"r_{box}", label=rule_text, style="dashed,rounded", color=REVERSE,
+                       **({} if lanes else {"group": "reverse"})))
+        add(_node_line(f"f_{box}", label=op_text, style="dashed,rounded",
                        **({} if lanes else {"group": "forward"})))
-        rule_ids.append(f"r{i}")
-        op_ids.append(f"f{i}")
-        rows[str(i)] = [f"f{i}", f"r{i}"]
+        add(f"r_{box} -> f_{box} [style=invis weight=20]" if lanes else f"f_{box} -> r_{box} [style=invis]")
+        self.rule_ids.append(f"r_{box}")
+        self.op_ids.append(f"f_{box}")
+        self.rows[box] = [f"f_{box}", f"r_{box}"]
 
-    def leaf_node(node_id: str, label: str, role: Role) -> None:
-        roles_seen.add(role)
+    def nodes(self) -> None:
+        """The reverse rules and the forward ops (or the boxes they collapse into)."""
+        trace, keep, lanes, add = self.trace, self.keep, self.lanes, self.out.append
+        groups, step_of = self.layout.groups, self.layout.step_of
+        boxes_done: set[str] = set()
+        members: dict[str, list[Node]] = {}
+        for node in self.layout.hidden:
+            members.setdefault(groups.get(node.index, COLLAPSED), []).append(node)
+        for node in trace.nodes:
+            i = node.index
+            if i not in keep:
+                box = groups.get(i, COLLAPSED)
+                if box not in boxes_done:
+                    boxes_done.add(box)
+                    self.box(box, members[box])
+                continue
+            ran = {} if i in step_of or not trace.steps else {"fontcolor": "#999999"}
+            lane = {} if lanes else {"group": "reverse"}  # folded: each lane a straight column
+            label = _rule_label(trace, node, step_of, LANE_RULE_CHARS if lanes else RULE_CHARS)
+            add(_node_line(f"r{i}", label=label, color=REVERSE, **ran, **lane))
+            where = f"\n{node.source}" if node.source else ""
+            add(_node_line(f"f{i}", label=f"#{i} {node.op}{where}", color=FORWARD,
+                           **({} if lanes else {"group": "forward"})))
+            self.rule_ids.append(f"r{i}")
+            self.op_ids.append(f"f{i}")
+            self.rows[str(i)] = [f"f{i}", f"r{i}"]
+
+    def leaf_node(self, node_id: str, label: str, role: Role) -> None:
+        """A leaf or output node, styled by its role."""
+        self.roles_seen.add(role)
         shape, fill, border = ROLE_STYLE[role]
-        add(_node_line(node_id, label=label, shape=shape, style="filled", fillcolor=fill, color=border))
+        self.out.append(_node_line(node_id, label=label, shape=shape, style="filled", fillcolor=fill, color=border))
 
-    def leaf_row(at: int, lid: str) -> None:
+    def leaf_row(self, at: int, lid: str) -> None:
         """Lanes: the leaf joins the middle row. Folded: a row of its own above its op, 4 leaves a row."""
-        if lanes:
+        rows = self.rows
+        if self.lanes:
             rows.setdefault(str(at), []).append(lid)
             return
         k = 0
         while len(rows.setdefault(f"{at}:leaves{k}", [])) >= LEAVES_PER_ROW:
             k += 1
         if not rows[f"{at}:leaves{k}"] and k:  # a new row above the last one
-            add(f"{lid} -> {rows[f'{at}:leaves{k - 1}'][0]} [style=invis]")
+            self.out.append(f"{lid} -> {rows[f'{at}:leaves{k - 1}'][0]} [style=invis]")
         rows[f"{at}:leaves{k}"].append(lid)
 
-    for label, at in plan.leaf_at.items():
-        role = plan.leaf_role.get(label, Role.INPUT)
-        desc = trace.leaves.get(label, role.value).split(" (")[0]
-        leaf_node(plan.lid(label), f"{label}\n{desc}" if lanes else label, role)
-        if label in plan.left:
-            op_ids.append(plan.lid(label))
-        else:
-            middle_ids.append(plan.lid(label))
-            column_of[plan.lid(label)] = str(at)
-            leaf_row(at, plan.lid(label))
-    for key, (at, role, label) in plan.extra.items():
-        leaf_node(plan.lid(key), label if label == role.value or not lanes else f"{label}\n{role.value}", role)
-        middle_ids.append(plan.lid(key))
-        column_of[plan.lid(key)] = str(at)
-        leaf_row(at, plan.lid(key))
-
-    # the traced outputs, after their forward op; backward starts from them (dotted)
-    for k, (i, name) in enumerate(_outputs(trace)):
-        if i not in keep:
-            continue
-        oid = f"out{k}"
-        leaf_node(oid, name, Role.OUTPUT)
-        add(f"{plan.fid(i)} -> {oid} {_attrs(color=FORWARD)}")
-        add(f"{plan.rid(i)} -> {oid} {_attrs(color=REVERSE, style='dotted', dir='back', weight='0')}")
-        op_ids.append(oid)
-
-    # forward edges, and the reverse lane mirrored (gradient from a consumer's rule to its producer's)
-    drawn: set[tuple[str, str]] = set()
-    lane_pos = {fid: k for k, fid in enumerate(dict.fromkeys(plan.fid(i) for i in range(len(trace.nodes))))}
-    long_gradients = 0
-    between_done: set[str] = set()
-    for node in trace.nodes:
-        if node.index not in keep and all(s not in keep for s in node.input_nodes):
-            continue  # inside the collapsed box
-        for src in node.inputs:
-            if type(src) is str:  # a leaf (Node.inputs keeps the input order: leaves and nodes mixed)
-                if node.index not in keep:
-                    continue
-                lid = plan.lid(src)
-                if src in plan.left:
-                    add(f"{lid} -> {plan.fid(node.index)} {_attrs(color=FORWARD)}")
-                elif plan.leaf_at.get(src) != node.index and (lid, plan.fid(node.index)) not in drawn:
-                    add(f"{lid} -> {plan.fid(node.index)} {_attrs(color=FORWARD, constraint='false')}")
-                drawn.add((lid, plan.fid(node.index)))
-                continue
-            a, b = plan.fid(src), plan.fid(node.index)
-            if a == b or (a, b) in drawn:
-                continue
-            drawn.add((a, b))
-            add(f"{a} -> {b} {_attrs(color=FORWARD)}")
-            if not lanes and abs(lane_pos.get(a, 0) - lane_pos.get(b, 0)) > 1:
-                long_gradients += 1  # folded: a long gradient edge mirrors its forward edge; drawn once
-                continue
-            add(f"{plan.rid(src)} -> {plan.rid(node.index)} {_attrs(color=REVERSE, dir='back')}")
-
-    # residual edges: from the saved value to the rule that reads it, labelled with the bytes it pins
-    use_slot = lanes and len(keep) <= 30  # folded drawings: the slot names are in each rule's formulas
-    drawn_residuals = [r for node in trace.nodes if node.index in keep for r in node.residuals]
-    least = min((r.pinned_nbytes or 0 for r in drawn_residuals), default=0)
-    heavy = set(sorted((r for r in drawn_residuals if (r.pinned_nbytes or 0) > least),
-                       key=lambda r: -(r.pinned_nbytes or 0))[:HEAVY]) if len(drawn_residuals) > HEAVY else set()
-    for node in trace.nodes:
-        if node.index not in keep:
-            continue
-        i = node.index
-        for r in node.residuals:
-            src = plan.residual_source(r)
-            if src is None:
-                continue
-            style = {"color": RESIDUAL, "style": "dashed"}
-            pinned = format_bytes(r.pinned_nbytes) if r.storage is not None else "0 B"
-            if use_slot:
-                style.update(label=f"   {r.slot}\n   {pinned}", fontcolor=RESIDUAL)
-            elif len(keep) <= 30:
-                style.update(label=f" {pinned}", fontcolor=RESIDUAL)
-            else:  # a big folded drawing: placed after the layout (narrower than a label laid out with it)
-                style.update(xlabel=pinned, fontcolor=RESIDUAL)
-            if r in heavy:  # the heaviest: thick, bold
-                style.update(penwidth="2.6", fontname="Helvetica-Bold", color="#b35900", fontcolor="#b35900")
-            if src == plan.fid(i):
-                column(i, None, style, None)
-            elif src in middle_ids and column_of.get(src) == str(i):
-                first = src not in between_done
-                between_done.add(src)
-                column(i, src, style, {"color": FORWARD} if first else None)
-            elif lanes and src.startswith("f") or src in op_ids and not lanes:
-                add(f"{plan.rid(i)} -> {src} {_attrs(dir='back', **style)}" if lanes else
-                    f"{src} -> {plan.rid(i)} {_attrs(**style)}")
+    def leaves(self) -> None:
+        """The leaves: left of the forward lane, or between the lanes at the op they enter."""
+        plan, lanes = self.plan, self.lanes
+        for label, at in plan.leaf_at.items():
+            role = plan.leaf_role.get(label, Role.INPUT)
+            desc = self.trace.leaves.get(label, role.value).split(" (")[0]
+            self.leaf_node(plan.lid(label), f"{label}\n{desc}" if lanes else label, role)
+            if label in plan.left:
+                self.op_ids.append(plan.lid(label))
             else:
-                add(f"{plan.rid(i)} -> {src} {_attrs(dir='back', **style)}")
-    # leaves between the lanes that no rule here read still enter their op
-    for key in [*plan.leaf_at, *plan.extra]:
-        lid = plan.lid(key)
-        if lid in middle_ids and lid not in between_done:
-            at = plan.leaf_at[key] if key in plan.leaf_at else plan.extra[key][0]
-            column(at, lid, None, {"color": FORWARD})
-    for i in keep:
-        if i not in aligned:
-            add(f"r{i} -> f{i} [style=invis weight=20]" if lanes else f"f{i} -> r{i} [style=invis]")
-    if not lanes:  # folded: keep each lane a straight column, in forward order
-        lane_ops = [plan.fid(i) for i in sorted({*keep, *groups})]
-        lane_ops = list(dict.fromkeys(lane_ops))
-        for a, b in zip(lane_ops, lane_ops[1:]):
-            add(f"{a} -> {b} [style=invis weight=50]")
-            add(f"r{a[1:]} -> r{b[1:]} [style=invis weight=50]")
+                self.middle_ids.append(plan.lid(label))
+                self.column_of[plan.lid(label)] = str(at)
+                self.leaf_row(at, plan.lid(label))
+        for key, (at, role, label) in plan.extra.items():
+            self.leaf_node(plan.lid(key), label if label == role.value or not lanes else f"{label}\n{role.value}",
+                           role)
+            self.middle_ids.append(plan.lid(key))
+            self.column_of[plan.lid(key)] = str(at)
+            self.leaf_row(at, plan.lid(key))
 
-    if lanes:
-        add("{rank=same; " + "; ".join(rule_ids) + "}")
-        if middle_ids:
-            add("{rank=same; " + "; ".join(middle_ids) + "}")
-        add("{rank=same; " + "; ".join(op_ids) + "}")
-    else:
-        for ids in rows.values():
-            add("{rank=same; " + "; ".join(ids) + "}")
+    def outputs(self) -> None:
+        """The traced outputs, after their forward op; backward starts from them (dotted)."""
+        plan, add = self.plan, self.out.append
+        for k, (i, name) in enumerate(_outputs(self.trace)):
+            if i not in self.keep:
+                continue
+            oid = f"out{k}"
+            self.leaf_node(oid, name, Role.OUTPUT)
+            add(f"{plan.fid(i)} -> {oid} {_attrs(color=FORWARD)}")
+            add(f"{plan.rid(i)} -> {oid} {_attrs(color=REVERSE, style='dotted', dir='back', weight='0')}")
+            self.op_ids.append(oid)
 
+    def forward_edges(self) -> None:
+        """Forward edges, and the reverse lane mirrored (gradient from a consumer's rule to its producer's)."""
+        plan, keep, add = self.plan, self.keep, self.out.append
+        drawn: set[tuple[str, str]] = set()
+        lane_pos = {fid: k for k, fid in enumerate(dict.fromkeys(plan.fid(i) for i in range(len(self.trace.nodes))))}
+        for node in self.trace.nodes:
+            if node.index not in keep and all(s not in keep for s in node.input_nodes):
+                continue  # inside the collapsed box
+            for src in node.inputs:
+                if type(src) is str:  # a leaf (Node.inputs keeps the input order: leaves and nodes mixed)
+                    if node.index not in keep:
+                        continue
+                    lid = plan.lid(src)
+                    if src in plan.left:
+                        add(f"{lid} -> {plan.fid(node.index)} {_attrs(color=FORWARD)}")
+                    elif plan.leaf_at.get(src) != node.index and (lid, plan.fid(node.index)) not in drawn:
+                        add(f"{lid} -> {plan.fid(node.index)} {_attrs(color=FORWARD, constraint='false')}")
+                    drawn.add((lid, plan.fid(node.index)))
+                    continue
+                a, b = plan.fid(src), plan.fid(node.index)
+                if a == b or (a, b) in drawn:
+                    continue
+                drawn.add((a, b))
+                add(f"{a} -> {b} {_attrs(color=FORWARD)}")
+                if not self.lanes and abs(lane_pos.get(a, 0) - lane_pos.get(b, 0)) > 1:
+                    self.long_gradients += 1  # folded: a long gradient edge mirrors its forward edge; drawn once
+                    continue
+                add(f"{plan.rid(src)} -> {plan.rid(node.index)} {_attrs(color=REVERSE, dir='back')}")
+
+    def residual_style(self, r: Residual, heavy: set[Residual]) -> dict[str, str]:
+        """A residual edge's look: dashed, labelled with the bytes it pins; the heaviest thick."""
+        style = {"color": RESIDUAL, "style": "dashed"}
+        pinned = format_bytes(r.pinned_nbytes) if r.storage is not None else "0 B"
+        if self.lanes and len(self.keep) <= 30:  # folded drawings: the slot names are in each rule's formulas
+            style.update(label=f"   {r.slot}\n   {pinned}", fontcolor=RESIDUAL)
+        elif len(self.keep) <= 30:
+            style.update(label=f" {pinned}", fontcolor=RESIDUAL)
+        else:  # a big folded drawing: placed after the layout (narrower than a label laid out with it)
+            style.update(xlabel=pinned, fontcolor=RESIDUAL)
+        if r in heavy:  # the heaviest: thick, bold
+            style.update(penwidth="2.6", fontname="Helvetica-Bold", color="#b35900", fontcolor="#b35900")
+        return style
+
+    def residual_edges(self) -> None:
+        """Residual edges: from the saved value to the rule that reads it, labelled with the bytes it pins."""
+        plan, keep, lanes, add = self.plan, self.keep, self.lanes, self.out.append
+        drawn_residuals = [r for node in self.trace.nodes if node.index in keep for r in node.residuals]
+        least = min((r.pinned_nbytes or 0 for r in drawn_residuals), default=0)
+        heavy = set(sorted((r for r in drawn_residuals if (r.pinned_nbytes or 0) > least),
+                           key=lambda r: -(r.pinned_nbytes or 0))[:HEAVY]) if len(drawn_residuals) > HEAVY else set()
+        for node in self.trace.nodes:
+            if node.index not in keep:
+                continue
+            i = node.index
+            for r in node.residuals:
+                src = plan.residual_source(r)
+                if src is None:
+                    continue
+                style = self.residual_style(r, heavy)
+                if src == plan.fid(i):
+                    self.column(i, None, style, None)
+                elif src in self.middle_ids and self.column_of.get(src) == str(i):
+                    first = src not in self.between_done
+                    self.between_done.add(src)
+                    self.column(i, src, style, {"color": FORWARD} if first else None)
+                elif lanes and src.startswith("f") or src in self.op_ids and not lanes:
+                    add(f"{plan.rid(i)} -> {src} {_attrs(dir='back', **style)}" if lanes else
+                        f"{src} -> {plan.rid(i)} {_attrs(**style)}")
+                else:
+                    add(f"{plan.rid(i)} -> {src} {_attrs(dir='back', **style)}")
+
+    def straighten(self) -> None:
+        """Leaves no rule here read still enter their op; invisible edges keep columns and lanes straight."""
+        plan, lanes, add = self.plan, self.lanes, self.out.append
+        for key in [*plan.leaf_at, *plan.extra]:
+            lid = plan.lid(key)
+            if lid in self.middle_ids and lid not in self.between_done:
+                at = plan.leaf_at[key] if key in plan.leaf_at else plan.extra[key][0]
+                self.column(at, lid, None, {"color": FORWARD})
+        for i in self.keep:
+            if i not in self.aligned:
+                add(f"r{i} -> f{i} [style=invis weight=20]" if lanes else f"f{i} -> r{i} [style=invis]")
+        if not lanes:  # folded: keep each lane a straight column, in forward order
+            lane_ops = list(dict.fromkeys(plan.fid(i) for i in sorted({*self.keep, *self.layout.groups})))
+            for a, b in zip(lane_ops, lane_ops[1:]):
+                add(f"{a} -> {b} [style=invis weight=50]")
+                add(f"r{a[1:]} -> r{b[1:]} [style=invis weight=50]")
+
+    def ranks(self) -> None:
+        """Which ids share a row."""
+        add = self.out.append
+        if self.lanes:
+            add("{rank=same; " + "; ".join(self.rule_ids) + "}")
+            if self.middle_ids:
+                add("{rank=same; " + "; ".join(self.middle_ids) + "}")
+            add("{rank=same; " + "; ".join(self.op_ids) + "}")
+        else:
+            for ids in self.rows.values():
+                add("{rank=same; " + "; ".join(ids) + "}")
+
+
+def _title(trace: TraceData, layout: _Layout, long_gradients: int, chars: int) -> list[str]:
+    """The drawing's title lines: the summary, what collapsed, the layout and the reverse order."""
     title = f"tracekit: {trace.summary()}"
-    if hidden:
-        title += f"\n{collapsed}"
-    where = ("reverse rules (top) above the forward ops they reverse (bottom)" if lanes else
+    if layout.hidden:
+        title += f"\n{layout.collapsed}"
+    where = ("reverse rules (top) above the forward ops they reverse (bottom)" if layout.lanes else
              "folded: forward ops run down the left, reverse rules up the right, each rule beside its op"
              + (f" ({long_gradients} long gradient edges mirror their forward edges, not drawn twice)"
                 if long_gradients else ""))
     kept = " (retain_graph: nothing released)" if trace.retained else ""
     order = "observed order" + kept if trace.steps else "expected order: backward not run yet"
     title += f"\n{where}; reverse in {order}"
-    chars = max(40, int((width * 0.75 - 24) / 5.9))  # 10 pt characters that fit inside the margins (wide glyphs)
-    title = "\n".join(part for line in title.split("\n") for part in textwrap.wrap(line, chars) or [""])
-    if html:
-        label = ('<<table border="0" cellspacing="0" cellpadding="1">'
-                 + "".join(f'<tr><td align="left" colspan="3"><font point-size="10">{escape(line)}</font></td></tr>'
-                           for line in title.split("\n"))
-                 + _legend(roles_seen, width)
-                 + '<tr><td colspan="3" height="6"></td></tr>'
-                 + '<tr><td align="left" colspan="3"><table border="0" cellspacing="1" cellpadding="0">'
-                 + (_lifetime_strip(trace, plan) if _strip_fits(trace, plan, width) else _no_strip())
-                 + "</table></td></tr></table>>")
-    else:
-        looks = {Role.INPUT: "green ellipse", Role.PARAMETER: "purple box", Role.CONSTANT: "grey note",
-                 Role.OUTPUT: "red double circle"}
-        roles = ", ".join(f"{role.value}: {looks[role]}" for role in looks if role in roles_seen)
-        lines = [*title.split("\n"), "grey: forward ops · blue: reverse rules · orange dashed: residual (saved value"
-                 f" → the rule that reads it){' · ' + roles if roles else ''}",
-                 *(_plain_lifetimes(trace, plan) if _strip_fits(trace, plan, width) else [_NO_STRIP])]
-        lines = [part for line in lines for part in textwrap.wrap(line, chars, subsequent_indent="    ") or [""]]
-        label = _q("\n".join(lines)).replace("\\n", "\\l")[:-1] + '\\l"'
+    return [part for line in title.split("\n") for part in textwrap.wrap(line, chars) or [""]]
+
+
+def _html_label(trace: TraceData, plan: _Plan, title: list[str], roles: set[Role], width: int) -> str:
+    """Stage 3, with system `dot`: the title, legend and lifetime strip as one HTML-like label."""
+    return ('<<table border="0" cellspacing="0" cellpadding="1">'
+            + "".join(f'<tr><td align="left" colspan="3"><font point-size="10">{escape(line)}</font></td></tr>'
+                      for line in title)
+            + _legend(roles, width)
+            + '<tr><td colspan="3" height="6"></td></tr>'
+            + '<tr><td align="left" colspan="3"><table border="0" cellspacing="1" cellpadding="0">'
+            + (_lifetime_strip(trace, plan) if _strip_fits(trace, plan, width) else _no_strip())
+            + "</table></td></tr></table>>")
+
+
+def _text_label(trace: TraceData, plan: _Plan, title: list[str], roles_seen: set[Role], width: int,
+                chars: int) -> str:
+    """Stage 3 without HTML labels (the WebAssembly build): the same facts as left-aligned text lines."""
+    looks = {Role.INPUT: "green ellipse", Role.PARAMETER: "purple box", Role.CONSTANT: "grey note",
+             Role.OUTPUT: "red double circle"}
+    roles = ", ".join(f"{role.value}: {looks[role]}" for role in looks if role in roles_seen)
+    lines = [*title, "grey: forward ops · blue: reverse rules · orange dashed: residual (saved value"
+             f" → the rule that reads it){' · ' + roles if roles else ''}",
+             *(_plain_lifetimes(trace, plan) if _strip_fits(trace, plan, width) else [_NO_STRIP])]
+    lines = [part for line in lines for part in textwrap.wrap(line, chars, subsequent_indent="    ") or [""]]
+    return _q("\n".join(lines)).replace("\\n", "\\l")[:-1] + '\\l"'
+
+
+def _digraph(label: str, lines: list[str]) -> graphviz.Digraph:
+    """The graphviz object: the graph's look, its label and the node and edge lines."""
     g = graphviz.Digraph("trace")
     g.attr(rankdir="TB", fontname="Helvetica", fontsize="10", labelloc="b", labeljust="l", newrank="true",
            nodesep="0.16", ranksep="0.25", pad="0.06", outputorder="edgesfirst")
     g.attr("node", fontname="Helvetica", fontsize="10", shape="box", style="rounded", margin="0.06,0.04")
     g.attr("edge", fontname="Helvetica", fontsize="9", arrowsize="0.7")
     g.body.append(f"\tlabel={label}\n")
-    g.body.extend(f"\t{line}\n" for line in out)
+    g.body.extend(f"\t{line}\n" for line in lines)
     return g
+
+
+def _trace_graph(trace: TraceData, max_nodes: int, width: int, html: bool | None,
+                 fold: bool | None) -> graphviz.Digraph:
+    """Build the graphviz drawing of a trace for a place `width` px wide, at full size (big traces
+    fold top to bottom; runs of view ops that save nothing, repeated blocks or the middle of a
+    long trace collapse into boxes), in stages: the layout, the DOT text, the label (HTML or text).
+    `html`: draw the legend and lifetime strip as an HTML-like label (default: when system `dot`
+    renders; the WebAssembly build has no HTML labels, so it gets the same facts as text lines).
+    `fold`: force the folded (True) or lanes (False) layout."""
+    if html is None:
+        from .svg import renderer
+
+        html = renderer() == "dot"
+    layout = _layout(trace, max_nodes, width, fold)
+    if layout is None:  # close: lay out as lanes, measure, fold if it does not fit
+        lanes_drawing = _trace_graph(trace, max_nodes, width, html, False)
+        return lanes_drawing if _measured_width(lanes_drawing.source) <= width else \
+            _trace_graph(trace, max_nodes, width, html, True)
+    dot = _Dot(trace, layout)
+    lines = dot.lines()
+    chars = max(40, int((width * 0.75 - 24) / 5.9))  # 10 pt characters that fit inside the margins (wide glyphs)
+    title = _title(trace, layout, dot.long_gradients, chars)
+    label = (_html_label(trace, layout.plan, title, dot.roles_seen, width) if html else
+             _text_label(trace, layout.plan, title, dot.roles_seen, width, chars))
+    return _digraph(label, lines)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from ..errors import TableArgumentError
 from ..lifetimes import Lifetime, Lifetimes
-from ..model import HeldIn, Residual, Storage, Trace
+from ..reader import Residual, Storage, TraceData
+from ..rows import HeldIn
 from ..storage import format_bytes
 
 WIDTH = 100  # characters: the widest text line a table or trace.text() prints
@@ -186,14 +187,14 @@ def html_table(
     return f"{opening}<thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def graph_only_bytes(trace: Trace) -> dict[Storage, int]:
+def graph_only_bytes(trace: TraceData) -> dict[Storage, int]:
     """Bytes of each storage that only the graph keeps (what dropping it gives back); 0 for a
     parameter's, an input's, the output's or a named variable's, which live anyway."""
     owned = set(trace.graph_owned_storages())
     return {s: s.nbytes if s in owned else 0 for s in trace.storages}
 
 
-def residual_table(trace: Trace, sort: str = "forward", top: int | None = None) -> Table:
+def residual_table(trace: TraceData, sort: str = "forward", top: int | None = None) -> Table:
     """Every residual with its bytes, role, rule and free point. `sort`: `forward` (forward
     order), `bytes` (most bytes only the graph keeps first: the activations' cost) or `pinned`
     (most bytes of the allocation pinned first); `top`: only the first that many rows."""
@@ -220,16 +221,16 @@ def residual_table(trace: Trace, sort: str = "forward", top: int | None = None) 
     return Table(COLUMNS, rows, caption, WIDTH, HEAD, (0, 6, 7, 8))
 
 
-def _rows(trace: Trace) -> list[tuple[str, ...]]:
+def _rows(trace: TraceData) -> list[tuple[str, ...]]:
     lifetimes = trace.lifetimes().residuals
     return [residual_row(r, lifetimes[r.index]) for r in trace.residuals]
 
 
 MODULE_COLUMNS = ("module", "ops", "residuals", "graph-only", "also pins", "freed after step")
-OUTSIDE = "(outside modules)"
+NO_MODULE = "(outside modules)"  # the group of nodes no module's forward made
 
 
-def module_table(trace: Trace, lifetimes: Lifetimes | None = None) -> Table:
+def module_table(trace: TraceData, lifetimes: Lifetimes | None = None) -> Table:
     """Per module of the captured model (the innermost module whose forward made each op): its
     ops, the residuals their rules saved, the bytes only the graph keeps for them (distinct
     storages), what else they pin (parameters, inputs: live anyway) and the steps that free the
@@ -238,7 +239,7 @@ def module_table(trace: Trace, lifetimes: Lifetimes | None = None) -> Table:
     lifetimes = lifetimes if lifetimes is not None else trace.lifetimes()
     groups: dict[str, list] = {}
     for node in trace.nodes:
-        groups.setdefault(node.module or OUTSIDE, []).append(node)
+        groups.setdefault(node.module or NO_MODULE, []).append(node)
     rows = []
     for module, nodes in groups.items():
         residuals = [r for n in nodes for r in n.residuals]
@@ -272,7 +273,7 @@ def _inputs(inputs: tuple[int | str, ...]) -> str:
     return ", ".join(f"#{i}" if type(i) is int else i for i in inputs)
 
 
-def trace_text(trace: Trace) -> str:
+def trace_text(trace: TraceData) -> str:
     """The whole trace in plain text: forward ops, residuals, observed reverse steps."""
     out = _wrap_lines(f"trace: {trace.summary()}", WIDTH)
     out.append("forward (execution order)")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from ..capture import trace
 from ..memory import check_device
-from ..model import Status
-from ..record import trace
 from ..results import ScenarioResult
+from ..rows import Status
 from ..storage import format_bytes
 from .common import N, max_diff
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from ..capture import capture
 from ..internals import version
 from ..memory import check_device
-from ..model import Status
-from ..record import capture
 from ..results import ScenarioResult
+from ..rows import Status
 from .common import error_of, max_diff
 
 USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines

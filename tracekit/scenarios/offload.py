@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
+from ..capture import trace
 from ..memory import check_device, measure, synchronize
-from ..record import trace
 from ..render.figures import KIB, figure_and_axes
 from ..results import ScenarioResult
 from ..storage import format_bytes

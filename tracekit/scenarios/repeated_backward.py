@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from ..capture import capture, trace
 from ..memory import check_device
-from ..record import capture, trace
 from ..results import ScenarioResult
 from .common import N, error_of
 from .programs import exp_times

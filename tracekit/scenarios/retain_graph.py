@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from ..capture import trace
 from ..memory import check_device, measure
-from ..model import Status
-from ..record import trace
 from ..results import ScenarioResult
+from ..rows import Status
 from ..storage import allocated_bytes, format_exact
 from .common import N, error_of, predicted
 from .programs import exp_times

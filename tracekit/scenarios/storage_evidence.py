@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 
+from ..capture import trace
 from ..memory import check_device, measure
-from ..record import trace
 from ..render.figures import KIB, figure_and_axes
 from ..results import ScenarioResult
 from ..storage import allocated_bytes, format_bytes, format_exact

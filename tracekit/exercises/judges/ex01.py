@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from ...record import trace
+from ...capture import trace
 from ..ex01 import BINARY
 from .common import Entry, by_table, case_list, close, parts, set_entry
 

@@ -17,7 +17,7 @@ import functools
 
 import torch
 
-from ...record import trace
+from ...capture import trace
 from ..ex02 import PROGRAMS
 from .common import as_set, by_table, dict_diff
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ...record import trace
+from ...capture import trace
 from .common import case_list, drawn_message, each_value
 
 

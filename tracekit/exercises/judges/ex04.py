@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ...record import trace
+from ...capture import trace
 from ..ex04 import PROGRAMS, make_f
 from .common import by_table, case_list, close, parts, set_entry
 

@@ -16,6 +16,7 @@ import math
 
 import torch
 
+from ...internals import version
 from ..ex05 import VERSIONS, case_input
 from .common import by_table, case_list, close
 
@@ -26,10 +27,10 @@ def versions(program: str) -> list[int]:
     env = {"torch": torch, "a": torch.randn(4, requires_grad=True)}
     exec("h = a * 2", env)  # noqa: S102 - our own program text
     exec(before, env)  # noqa: S102
-    saved = env["h"]._version
+    saved = version(env["h"])
     exec("y = h.sin()", env)  # noqa: S102
     exec(after, env)  # noqa: S102
-    return [saved, env["h"]._version]
+    return [saved, version(env["h"])]
 
 
 def _versions_entry(program: str, got: object) -> tuple[bool, str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from ...internals import saved_attribute, slot_names
 from ..ex10 import tensors
 from .common import case_list, close, parts
 
@@ -26,14 +27,13 @@ def pytorch_saves(op: str, case: dict) -> list[str]:
     y = OPS[op](*xs)
     names = ["a", "b"] if len(xs) == 2 else ["x"]
     roles = []
-    for attr in dir(y.grad_fn):
-        if attr.startswith("_saved_"):
-            value = getattr(y.grad_fn, attr)
-            if isinstance(value, torch.Tensor):
-                ptr = value.untyped_storage().data_ptr()
-                match = [n for n, x in zip(names, xs) if x.untyped_storage().data_ptr() == ptr]
-                roles.append(match[0] if match else ("the output" if ptr == y.untyped_storage().data_ptr()
-                                                     else "a new tensor"))
+    for slot in (slot for group in slot_names(type(y.grad_fn)) for slot in group):
+        value = saved_attribute(y.grad_fn, slot)
+        if isinstance(value, torch.Tensor):
+            ptr = value.untyped_storage().data_ptr()
+            match = [n for n, x in zip(names, xs) if x.untyped_storage().data_ptr() == ptr]
+            roles.append(match[0] if match else ("the output" if ptr == y.untyped_storage().data_ptr()
+                                                 else "a new tensor"))
     return sorted(roles)
 
 

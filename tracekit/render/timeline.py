@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import Storage, Trace
-from .render.figures import figure_and_axes, unit
-from .storage import format_bytes
+from ..reader import Storage, TraceData
+from ..storage import format_bytes
+from .figures import figure_and_axes, unit
+from .prediction import predicted
 
 NAMED = 8  # storages named in the legend; the rest are one band
 HELD = "kept anyway (parameters, inputs, outputs, named variables)"
@@ -61,7 +62,7 @@ def _name(storage: Storage) -> str:
     return f"{first.label}{more}{module} · {format_bytes(storage.nbytes)}"
 
 
-def _bands(trace: Trace, freed_at: Mapping[Storage, int | None], points: int) -> tuple[Band, ...]:
+def _bands(trace: TraceData, freed_at: Mapping[Storage, int | None], points: int) -> tuple[Band, ...]:
     owned = trace.graph_owned_storages()
     owned_set = set(owned)
 
@@ -85,12 +86,12 @@ def _bands(trace: Trace, freed_at: Mapping[Storage, int | None], points: int) ->
     return tuple(bands)
 
 
-def memory_by_step(trace: Trace, kind: str = "observed") -> MemoryByStep:
+def memory_by_step(trace: TraceData, kind: str = "observed") -> MemoryByStep:
     """Bytes alive as each reverse step starts: `observed` (the backward that ran) or `predicted`
     (from the structure, with the same retain_graph as the observed one); read from the lifetimes."""
     lifetimes = trace.lifetimes()
     if kind != "observed" or lifetimes.predicted:
-        lifetimes = trace.predict_backward(retain_graph=bool(trace.retained)).lifetimes
+        lifetimes = predicted(trace, bool(trace.retained))
         kind = "predicted"
     storages = trace.storages
     freed: dict[Storage, int | None] = dict.fromkeys(storages)
@@ -111,7 +112,7 @@ def differences(predicted: MemoryByStep, observed: MemoryByStep) -> list[str]:
             for s, f in observed.freed.items() if s.residuals and predicted.freed.get(s) != f]
 
 
-def timeline_figure(trace: Trace) -> Any:
+def timeline_figure(trace: TraceData) -> Any:
     """The figure: bytes alive per reverse step stacked by residual, predicted (and observed once
     backward ran), the peak marked; about 800 px wide."""
     series = [memory_by_step(trace, "predicted")]

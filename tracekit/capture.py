@@ -15,8 +15,9 @@ from .build import Modules, Sources, build_trace
 from .errors import NestedCaptureError
 from .frames import caller_names, user_frame, where
 from .internals import sequence_nr, version
-from .model import Mutation, Trace
+from .rows import Mutation
 from .storage import storage_key
+from .trace import Trace
 
 _active = threading.local()
 _INPLACE: dict[str, bool] = {}  # call name -> whether it writes into its first argument
@@ -112,7 +113,7 @@ class _ModulePath:
             self.stack.pop()
 
 
-class Recording:
+class CaptureSession:
     """What capture records (sources, module paths, in-place calls) for a tool that wraps user code
     (tk.explain): any number at once, each a mode on the stack; `on_backward` runs in place of each
     backward / autograd.grad call made while it records."""
