@@ -6,6 +6,12 @@ tracekit/_course/exercises, which tracekit/course.py finds. A source tree withou
 autograder's own rebuild of the wheel copies only pyproject.toml, README.md and tracekit/) builds the
 package alone. The wheel also carries pyproject.toml and README.md (tracekit/_course/source/): what
 `tracekit autograder` needs to rebuild it from an install.
+
+The wheel is a student's install: it leaves out `tracekit/exercises/judges/` (the instructor's side:
+reference answers and the truth of every fixed case) and carries the self-check's sealed key
+(`tracekit/exercises/selfcheck_key.json`) instead. Grading runs from a source checkout, where the
+judges are; the Gradescope bundle's own wheel is built from the checkout's `tracekit/` without this
+file, so it holds them (it is uploaded by the instructor and never reaches a student).
 """
 
 import shutil
@@ -39,7 +45,8 @@ class build_py_and_source(build_py):
 
 setup(
     cmdclass={"build_py": build_py_and_source},
-    packages=find_packages(include=["tracekit", "tracekit.*"]) + sorted(course),
+    packages=find_packages(include=["tracekit", "tracekit.*"], exclude=["tracekit.exercises.judges"]) + sorted(course),
     package_dir={name: folder for name, (folder, _) in course.items()},
-    package_data={name: [pattern] for name, (_, pattern) in course.items()},
+    package_data={"tracekit.exercises": ["selfcheck_key.json"],
+                  **{name: [pattern] for name, (_, pattern) in course.items()}},
 )

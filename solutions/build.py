@@ -1,8 +1,10 @@
 """Write the student exercise notebooks (exercises/, stubs only) and the reference
 notebooks (solutions/, answers filled in) from the exercise definitions: every exercise
-module found (`tracekit.exercises.IDS`), its questions' prompts and stubs, and its answers here.
+module found (`tracekit.exercises.IDS`), its questions' prompts and stubs, and its answers here;
+then the self-check's sealed key (tracekit/exercises/selfcheck_key.json) from the judges, keeping
+its salt (`--new-salt` draws another).
 
-    python solutions/build.py
+    python solutions/build.py [--new-salt]
 
 Run it after changing a question in tracekit/exercises/ or an answer in solutions/answers.py.
 """
@@ -70,7 +72,22 @@ def main() -> int:
         nbformat.write(notebook(exercise, False), ROOT / "exercises" / f"{exercise.notebook}.ipynb")
         nbformat.write(notebook(exercise, True), HERE / f"{exercise.notebook}.ipynb")
         print("wrote", exercise.notebook)
+    write_key(new_salt="--new-salt" in sys.argv[1:])
     return 0
+
+
+def write_key(new_salt: bool = False) -> None:
+    """The sealed key of the student install's self-check, built from the judges (same salt unless new)."""
+    import json
+
+    from tracekit.exercises import sealed
+    from tracekit.exercises.judges.sealing import build_key
+
+    salt = None if new_salt or not sealed.KEY_FILE.exists() else next(iter(sealed.load_key().values()))["salt"]
+    key = build_key(SOLUTIONS, salt)
+    sealed.KEY_FILE.write_text(json.dumps(key, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    sealed.load_key.cache_clear()
+    print("wrote", sealed.KEY_FILE.relative_to(ROOT))
 
 
 if __name__ == "__main__":

@@ -151,7 +151,11 @@ def gradescope(tmp_path_factory):
     assert "wrote" in done.stdout
     names = zipfile.ZipFile(bundle).namelist()
     assert {"setup.sh", "run_autograder", CONFIG} <= set(names)  # at the zip's root, as the spec asks
-    assert [n for n in names if n.startswith("wheels/tracekit-") and n.endswith(".whl")]
+    (inner,) = [n for n in names if n.startswith("wheels/tracekit-") and n.endswith(".whl")]
+    import io
+
+    held = set(zipfile.ZipFile(io.BytesIO(zipfile.ZipFile(bundle).read(inner))).namelist())
+    assert "tracekit/exercises/judges/ex07.py" in held  # the instructor's wheel: the grader judges with it
     secret = zipfile.ZipFile(bundle).getinfo("tracekit-secret")  # the instructor secret, made now
     assert (secret.external_attr >> 16) & 0o777 == 0o600 and secret.file_size == 64
     root = tmp / "autograder"

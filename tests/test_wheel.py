@@ -6,6 +6,7 @@ running after SIGTERM or SIGINT."""
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import textwrap
@@ -33,8 +34,11 @@ def tracekit(venv: dict, home: Path, *args: str, timeout: float = 300) -> subpro
 
 def test_the_wheel_carries_the_package_and_the_course(wheel_venv):
     names = set(zipfile.ZipFile(wheel_venv["wheel"]).namelist())
-    modules = {str(p.relative_to(ROOT)) for p in (ROOT / "tracekit").rglob("*.py") if "__pycache__" not in p.parts}
+    modules = {str(p.relative_to(ROOT)) for p in (ROOT / "tracekit").rglob("*.py")
+               if "__pycache__" not in p.parts and "judges" not in p.parts}
     assert modules <= names, sorted(modules - names)
+    # a student's install: no judges (reference answers, truth of fixed cases), the sealed key instead
+    assert not [n for n in names if "judges" in n] and "tracekit/exercises/selfcheck_key.json" in names
     course = {n.removeprefix("tracekit/_course/") for n in names if n.startswith("tracekit/_course/")}
     expected = {f"{folder}/{p.name}" for folder, pattern in (("notebooks", "[0-9]*.ipynb"), ("exercises", "ex*.ipynb"))
                 for p in (ROOT / folder).glob(pattern)}
@@ -85,18 +89,36 @@ def test_lab_without_jupyterlab_says_what_to_install(wheel_venv, tmp_path):
     assert f"JupyterLab is not installed for {python}: run `{python} -m pip install jupyterlab`" in done.stderr
 
 
-def test_autograder_bundle_from_the_wheel(wheel_venv, tmp_path):
-    """`tracekit autograder` from an install rebuilds the wheel from the build files the wheel carries."""
+def test_no_grading_from_the_wheel(wheel_venv, tmp_path):
+    """A student's install cannot grade or build a Gradescope bundle (both need the judges it does not
+    carry): one line each, saying where to run them; `tk.check` there runs against the sealed key."""
     home = tmp_path / "home"
+    home.mkdir()
     done = tracekit(wheel_venv, home, "autograder", "--out", "out/bundle.zip", "--exercises", "ex01")
-    assert done.returncode == 0, done.stderr
-    assert "wrote" in done.stdout and "exercises ex01" in done.stdout
-    bundle = zipfile.ZipFile(home / "out" / "bundle.zip")
-    (wheel,) = [n for n in bundle.namelist() if n.startswith("wheels/tracekit-0.1.0-") and n.endswith(".whl")]
-    assert {"setup.sh", "run_autograder", "tracekit-autograder.json"} <= set(bundle.namelist())
-    (home / "inner.whl").write_bytes(bundle.read(wheel))
-    inner = set(zipfile.ZipFile(home / "inner.whl").namelist())
-    assert {"tracekit/grading/grader.py", "tracekit/exercises/judges/ex01.py", "tracekit/cli.py"} <= inner
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "judges" in done.stderr and "source checkout" in done.stderr and not (home / "out" / "bundle.zip").exists()
+    shutil.copy(ROOT / "solutions" / "ex01_forward_values.ipynb", home / "ann.ipynb")
+    done = tracekit(wheel_venv, home, "grade", "ann.ipynb", "--out", "results", "--unsafe")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "judges" in done.stderr and "source checkout" in done.stderr
+    script = textwrap.dedent("""
+        import importlib.util, sys, torch, tracekit as tk
+        sys.path.insert(0, sys.argv[1])
+        from answers import SOLUTIONS
+        assert importlib.util.find_spec("tracekit.exercises.judges") is None
+        for e in ("ex01", "ex02", "ex03", "ex04", "ex05", "ex09"):
+            ns = {"torch": torch, "tk": tk}
+            for src in SOLUTIONS[e].values():
+                exec(src, ns)
+            r = tk.check(e, ns)
+            print("RESULT", e, r.score, r.max_score, r.note[:60])
+    """)
+    done = subprocess.run([str(wheel_venv["python"]), "-c", script, str(ROOT / "solutions")], capture_output=True,
+                          text=True, cwd=home, env=clean_env(home), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert len(lines) == 6 and all(float(line.split()[2]) == float(line.split()[3]) for line in lines), done.stdout
+    assert all("against a sealed key" in line for line in lines), lines
 
 
 def test_check_in_a_notebook_shows_its_report_once(wheel_venv, tmp_path):

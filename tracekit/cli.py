@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
         "autograder", help="write a Gradescope autograder zip (setup.sh, run_autograder, the tracekit wheel)",
         description="Write a zip that follows Gradescope's autograder specification: setup.sh installs the pinned "
         "CPU torch and this tracekit (its wheel is inside), run_autograder grades /autograder/submission/ offline "
-        "into /autograder/results/results.json. Works from a source checkout or an install (with setuptools).",
+        "into /autograder/results/results.json. Runs from a source checkout (the bundle carries the judges).",
     )
     autograder.add_argument("--out", required=True, help="the zip to write, e.g. autograder.zip")
     autograder.add_argument("--exercises", help="the exercises this assignment grades, e.g. ex01,ex03 (default: all)")
@@ -245,8 +245,9 @@ def _check(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .exercises import score_text
-    from .grading.grader import Options, grade_notebook
+    from .grading.grader import Options, grade_notebook, require_judges
 
+    require_judges()  # a student's install: tk.check in the notebook checks against the sealed key
     path = Path(args.notebook)
     if not path.is_file():
         what = f"{path} is a folder, not a notebook" if path.is_dir() else f"no such notebook: {path}"

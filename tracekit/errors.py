@@ -80,6 +80,10 @@ class AutograderError(TracekitError, RuntimeError):
     """The autograder bundle cannot be built here (for example: not a source checkout of tracekit)."""
 
 
+class JudgesMissingError(TracekitError, RuntimeError):
+    """Grading needs the instructor's judges, which a student's install does not carry."""
+
+
 class GradebookError(TracekitError, ValueError):
     """The results cannot be merged into one gradebook (a student graded twice with different scores,
     an unknown exercise in the assignment): the message says what to do."""

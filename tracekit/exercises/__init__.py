@@ -20,6 +20,8 @@ import secrets
 import sys
 from typing import Any
 
+from ..errors import JudgesMissingError
+from . import sealed
 from .base import AnswerError, AnswerRaised, Exercise, Question
 
 IDS = tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if re.fullmatch(r"ex\d\d", m.name)))
@@ -76,15 +78,24 @@ def measure_one(q: Question, namespace: dict[str, Any], config: dict) -> dict:
 
 
 def _judge(exercise_id: str, name: str) -> Any:
+    """The instructor's judge of a question; JudgesMissingError in an install without the judges."""
+    if not sealed.judges_here():
+        raise JudgesMissingError(
+            f"this tracekit install has no judges (tracekit/exercises/judges/): a student's install never "
+            f"carries them. Grade from a source checkout (`pip install -e .` of the repository) or the Gradescope "
+            f"bundle that `tracekit autograder` builds there (needed to judge {exercise_id})")
     return importlib.import_module(f".judges.{exercise_id}", __name__).JUDGES[name]
 
 
 def judge_all(exercise: Exercise, observations: dict[str, dict], inputs: dict[str, dict],
-              measured: dict[str, dict] | None = None) -> list[dict]:
+              measured: dict[str, dict] | None = None, sealed_key: bool = False) -> list[dict]:
     """Grade observations against the truth computed now: one entry per question, each with a
     `status` (see STATUSES) besides score, max_score and message (and `wrong`: the table entries
     that are wrong). `measured` holds what was measured outside the answer's process, per question;
-    it replaces anything the observation says about itself."""
+    it replaces anything the observation says about itself. With `sealed_key` (the self-check of a
+    student install) the answers are compared with the sealed key instead (inputs: the key's own)."""
+    if not sealed_key:
+        _judge(exercise.id, exercise.questions[0].name)  # no judges: one clear error, never a checker error
     results = []
     for q in exercise.questions:
         obs = observations.get(q.name)
@@ -104,7 +115,8 @@ def judge_all(exercise: Exercise, observations: dict[str, dict], inputs: dict[st
             if q.measure is not None:
                 obs = {**obs, "measured": (measured or {}).get(q.name)}
             try:
-                verdict = _judge(exercise.id, q.name)(obs, inputs[q.name])
+                verdict = (sealed.judge_sealed(exercise.id, q, obs, inputs[q.name], (measured or {}).get(q.name))
+                           if sealed_key else _judge(exercise.id, q.name)(obs, inputs[q.name]))
                 fraction, message = verdict[0], verdict[1]
                 wrong = list(verdict[2]) if len(verdict) > 2 else []
                 fraction = max(0.0, min(1.0, float(fraction)))
@@ -180,9 +192,11 @@ def _time_limited(probe: Any, seconds: float) -> dict:
         signal.signal(signal.SIGALRM, old)
 
 
-def _self_measure(exercise: Exercise, namespace: dict[str, Any], inputs: dict[str, dict]) -> dict[str, dict]:
+def _self_measure(exercise: Exercise, namespace: dict[str, Any], inputs: dict[str, dict],
+                  sealed_key: bool = False) -> dict[str, dict]:
     """In the student's kernel: each measured workload at its self-check size, with the peak bytes
-    of the storages it creates (the grader measures the same workload outside the kernel)."""
+    of the storages it creates (the grader measures the same workload outside the kernel), and the
+    reference's figure (from the judges, or from the sealed key of a student install)."""
     from .watch import Watch
 
     measured = {}
@@ -192,9 +206,12 @@ def _self_measure(exercise: Exercise, namespace: dict[str, Any], inputs: dict[st
             continue
         with Watch() as watch:
             values = measure_one(q, namespace, config["self"])
-        measured[q.name] = {"values": values, "peak_bytes": watch.peak, "how": "watch",
-                            "reference_peak": importlib.import_module(f".judges.{exercise.id}", __name__)
-                            .reference_watch_peak(q.name, json.dumps(config["self"], sort_keys=True))}
+        if sealed_key:
+            base = sealed.reference_watch_peak(exercise.id, q.name)
+        else:
+            base = importlib.import_module(f".judges.{exercise.id}", __name__).reference_watch_peak(
+                q.name, json.dumps(config["self"], sort_keys=True))
+        measured[q.name] = {"values": values, "peak_bytes": watch.peak, "how": "watch", "reference_peak": base}
     return measured
 
 
@@ -205,16 +222,19 @@ def check(exercise_id: str, namespace: dict[str, Any] | None = None, seed: int |
     exercise = get(exercise_id)
     if namespace is None:
         namespace = sys._getframe(1).f_globals
-    if importlib.util.find_spec(f"{__name__}.judges") is None:  # the grader's sandbox hides the judges
+    if sealed.being_graded():  # the grader's sandbox covers the judges
         return CheckReport(exercise.id, exercise.title, exercise.max_score, [],
                            "The self-check does not run here: this notebook is being graded.")
-    inputs = draw_inputs(exercise, seed)
+    sealed_key = not sealed.judges_here()  # a student install: no judges, a sealed key and fixed inputs
+    inputs = draw_inputs(exercise, sealed.self_seed(exercise.id) if sealed_key else seed)
     observations = {q.name: _time_limited(lambda q=q: probe_one(q, namespace, inputs[q.name]), SELF_CHECK_SECONDS)
                     for q in exercise.questions}
     for name, why in _stale_answers(exercise, namespace).items():
         observations[name] = {"missing": why}
-    results = judge_all(exercise, observations, inputs, _self_measure(exercise, namespace, inputs))
-    return deliver(CheckReport(exercise.id, exercise.title, exercise.max_score, results, SELF_CHECK_NOTE))
+    measured = _self_measure(exercise, namespace, inputs, sealed_key)
+    results = judge_all(exercise, observations, inputs, measured, sealed_key=sealed_key)
+    return deliver(CheckReport(exercise.id, exercise.title, exercise.max_score, results,
+                               sealed.SEALED_NOTE if sealed_key else SELF_CHECK_NOTE))
 
 
 def score_text(exercise_id: str, title: str, score: float, max_score: float, questions: list[dict]) -> str:

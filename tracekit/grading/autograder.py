@@ -162,8 +162,12 @@ exit 0
 
 def build(out: Path, options: BundleOptions) -> Path:
     """Write the Gradescope autograder zip to `out` and return its path."""
-    from ..exercises import get
+    from ..exercises import get, sealed
 
+    if not sealed.judges_here():
+        raise AutograderError("the bundle grades with the instructor's judges (tracekit/exercises/judges/), which "
+                              "this install does not carry (a student's wheel never does): run `tracekit "
+                              "autograder` from a source checkout of tracekit (pip install -e .)")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch_version = torch_pin()

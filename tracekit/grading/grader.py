@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import GradesConflictError, IsolationError
+from ..errors import GradesConflictError, IsolationError, JudgesMissingError
 from ..exercises import IDS, draw_inputs, get, judge_all
 from . import isolation, sandbox
 from .report import (
@@ -151,6 +151,17 @@ def in_shard(student: str, shard: tuple[int, int]) -> bool:
     """Deterministic split by a stable hash of the student's name."""
     i, n = shard
     return zlib.crc32(student.encode("utf-8", "surrogatepass")) % n == i - 1
+
+
+def require_judges() -> None:
+    """JudgesMissingError unless this install holds the judges (a student's install does not)."""
+    from ..exercises import sealed
+
+    if not sealed.judges_here():
+        raise JudgesMissingError("grading needs the instructor's judges (tracekit/exercises/judges/), which a "
+                                 "student's install of tracekit does not carry: grade from a source checkout "
+                                 "of tracekit (`pip install -e .`); in a notebook, tk.check(\"exNN\") checks "
+                                 "against the self-check's sealed key")
 
 
 def check_isolation(options: Options) -> isolation.Isolation:
@@ -442,6 +453,7 @@ def _grade_found(found: Any, submissions: Path, out: Path, options: Options,
         passed = f" (passed over: {'; '.join(found.ignored[:3])})" if found.ignored else ""
         raise SubmissionError(f"no submissions in {submissions}: it should hold <student>.ipynb files or "
                               f"<student>/ folders (or nbgrader's submitted/<student>/<assignment>/){passed}")
+    require_judges()
     iso = check_isolation(options)
     say(iso.describe())
     if iso.cgroup:
