@@ -182,7 +182,7 @@ def test_result_files_gradescope_format_and_class_csv(batch):
     assert ref["ex01"] == "" and next(r for r in rows if r["student"] == "blank")["ex01"] == "0"
     feedback = (out / "feedback" / "ref_ex02.md").read_text(encoding="utf-8")
     assert "## ex02 · A small trace, by hand: 6 / 6" in feedback and "**q3** (2/2)" in feedback
-    assert "set `q1_slots` to your answer" in (out / "feedback" / "blank.md").read_text(encoding="utf-8")
+    assert "set \\`q1_slots\\` to your answer" in (out / "feedback" / "blank.md").read_text(encoding="utf-8")
     canvas = list(csv.reader((out / "canvas.csv").open(encoding="utf-8")))
     assert canvas[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
     assert canvas[1][0] == "Points Possible" and len(canvas) == 2 + len(batch["reports"])
