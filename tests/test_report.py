@@ -346,6 +346,11 @@ def test_paths_of_the_wrong_kind_are_one_line_errors(tmp_path, capsys):
     one_error_line(capsys, ["check", str(empty)], "is a folder, not a notebook")
     write_class(tmp_path / "res", ["ann"])
     one_error_line(capsys, ["grades", str(tmp_path / "res"), "--out", str(notes)], f"{notes} is a file")
+    one_error_line(capsys, ["grades", str(tmp_path / "res"), "--out", str(notes / "book")], "Not a directory")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ann.ipynb").write_bytes((ROOT / "exercises" / "ex01_forward_values.ipynb").read_bytes())
+    one_error_line(capsys, ["grade", str(subs), "--out", str(notes / "results")], f"{notes} is a file, so no folder")
     assert notes.read_text() == "not a notebook"  # left as it was, not moved aside
     assert main(["grades", str(tmp_path / "res"), "--out", str(tmp_path / "g.csv")]) == 0
     assert (tmp_path / "g.csv").read_bytes().startswith(b"\xef\xbb\xbfstudent,")

@@ -201,8 +201,7 @@ def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.jobs < 1 or args.timeout <= 0 or args.memory < 256:
         parser.error("--jobs must be ≥ 1, --timeout > 0 and --memory ≥ 256")
     submissions, out = Path(args.submissions), Path(args.out)
-    wrong = _not_submissions(submissions) or (f"--out {out} is a file: give a folder for the results (made if "
-                                              "missing)" if out.exists() and not out.is_dir() else None)
+    wrong = _not_submissions(submissions) or _not_a_folder(out)
     if wrong:
         print(f"tracekit grade: {wrong}", file=sys.stderr)
         return 2
@@ -218,6 +217,10 @@ def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except TracekitError as err:
         print(f"tracekit grade: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # the results folder cannot be made or written (a file in its path, no permission)
+        print(f"tracekit grade: {err.strerror or err}" + (f" ({err.filename})" if err.filename else ""),
+              file=sys.stderr)
+        return 2
     for note in book.notes:
         print(f"note: {note}", file=sys.stderr)
     print(f"graded {len(reports)} students; results in {out}, class CSV in {out / 'grades.csv'}")
@@ -226,6 +229,19 @@ def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"tracekit grade: {unread[0].notebook}: {unread[0].problem}", file=sys.stderr)
         return 1
     return 0
+
+
+def _not_a_folder(out: object) -> str | None:
+    """Why --out OUT cannot be the results folder (None: a folder, or one that can be made)."""
+    from pathlib import Path
+
+    out = Path(str(out))
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file: give a folder for the results (made if missing)"
+    above = next((p for p in out.absolute().parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        return f"--out {out}: {above} is a file, so no folder can be made there"
+    return None
 
 
 def _not_submissions(path: object) -> str | None:
@@ -312,6 +328,10 @@ def _grades(results: list[str], out: str, exercises: str | None = None) -> int:
             notes = book.notes
     except (TracekitError, ValueError) as err:
         print(f"tracekit grades: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # the gradebook cannot be written there (a file in its path, no permission)
+        print(f"tracekit grades: {err.strerror or err}" + (f" ({err.filename})" if err.filename else ""),
+              file=sys.stderr)
         return 2
     if out == "-":
         sys.stdout.write(text)

@@ -80,7 +80,7 @@ _clamp, _key = clamp, results_key  # the names autograder.py and older tests imp
 class Options:
     """Limits for each submission, what the assignment is, and how the class is split."""
 
-    timeout: float = 120.0  # seconds per notebook (see TIMEOUT)
+    timeout: float = 120.0  # seconds per notebook (CPU-seconds where a cgroup counts them: cli.TIMEOUT_HELP)
     memory_mb: int = 4096  # memory of the whole sandbox (cgroup) and of each process in it
     jobs: int = 1
     shard: tuple[int, int] = (1, 1)  # (i, n): grade the i-th of n deterministic parts
