@@ -4,6 +4,7 @@ graded by `tracekit grade` in real sandboxes (and a sample through the Gradescop
 must score less than full. Honest variants that such defences used to cost (module-level state,
 first-use imports, a custom autograd.Function) must keep full marks."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -52,18 +53,18 @@ W.Watch.alive_bytes = lambda self, exclude=(): 0
 W.Watch.__torch_dispatch__ = lambda self, func, types, args=(), kwargs=None: func(*args, **(kwargs or {}))
 import torch.utils._python_dispatch as D
 D._pop_mode_temporarily = lambda *a, **k: None'''
-# walk to the runner's frame, find its job and its report channel, and forge the measurement
-FORGE_CHANNEL = '''import os, sys, json
-f = sys._getframe()
-while f is not None and "job" not in f.f_locals:
-    f = f.f_back
-if f is not None:
-    job, out = f.f_locals["job"], f.f_locals.get("out")
-    if job.get("mode") == "measure" and out is not None:
-        forged = {"measured": {"values": {"history": [0.0] * 4, "steps": job["config"]["steps"], "params": [0.0] * 16}},
-                  "peak_bytes": 1, "reference_peak": 10**12, "how": "cgroup"}
-        os.write(out, (json.dumps({"cells_done": True}) + "\\n" + json.dumps(forged) + "\\n").encode())
-        os._exit(0)'''
+# find the runner's job and its report channel (through the garbage collector: IPython runs a cell in a
+# coroutine, so walking frames stops short of the runner), and forge the measurement before the workload
+FORGE_CHANNEL = '''import gc, json, os
+emit = next(o for o in gc.get_objects() if callable(o) and getattr(o, "__qualname__", "") == "main.<locals>.emit")
+out = next(c.cell_contents for c in emit.__closure__ if isinstance(c.cell_contents, int))
+job = next(o for o in gc.get_objects() if isinstance(o, dict) and "measures" in o and "cells" in o)
+if job["measures"]:
+    name, config = job["measures"][0]
+    forged = {"measured": [name, {"values": {"history": [0.0] * 4, "steps": config["steps"], "params": [0.0] * 16},
+                                  "peak_bytes": 1, "reference_peak": 10**12, "how": "cgroup"}]}
+    os.write(out, (json.dumps({"cells_done": True}) + "\\n" + json.dumps(forged) + "\\n").encode())
+    os._exit(0)'''
 THREAD = '''import threading, time
 HELD = []
 threading.Thread(target=lambda: (time.sleep(3600), HELD), daemon=True).start()'''
@@ -216,7 +217,9 @@ CASES = {
     "ex06-leak-freed-before-return": ("ex06", {"q1": FREE_BEFORE_REPORT}, [], {"q1": 0}),
     "ex07-never-free-patch-meter": ("ex07", {"q2": NEVER_FREE}, [PATCH_METER], {"q1": 1, "q2": 1.5}),
     "ex07-child-process-store": ("ex07", {"q2": CHILD_PROCESS_STORE}, [], {"q1": 1, "q2": 1.5}),
-    "ex07-tmpfs-store": ("ex07", {"q2": TMPFS_STORE}, [], {"q1": 1, "q2": 1.5}),
+    # its files fill the sandbox's tmpfs in the measured workload (run first, in the same sandbox), so its own
+    # probe finds the disk full: a store that never frees breaks what runs after it
+    "ex07-tmpfs-store": ("ex07", {"q2": TMPFS_STORE}, [], {"q1": 1, "q2": 0}),
     # the class of stores that stay small by evicting entries still in use (by bytes or by count, at any bound):
     # a bound below what 12 big graphs alive at once need loses live entries, one above it keeps too much
     "ex07-evict-over-48mib": ("ex07", {"q2": BOUNDED_STORE.format(size=BYTES, limit=48 << 20)}, [], {"q1": 1, "q2": 0}),
@@ -289,6 +292,27 @@ def test_the_memory_verdict_is_the_kernels(graded):
     assert abs(honest["peak_bytes"] - honest["reference_peak"]) < 64 << 20
     forged = next(q for q in reports["ex06-leak-forge-channel"]["exercises"][0]["questions"])
     assert forged.get("measured", {}).get("peak_bytes", 2) != 1  # the forged "peak_bytes" is never read
+    if os.geteuid() == 0:  # root with namespaces and a cgroup: every sandbox forked warm, the reference too
+        assert {p["sandbox"]["start"] for r in reports.values() for p in r["exercises"]} == {"warm"}
+
+
+@needs_cgroup
+def test_the_cold_path_gives_the_same_memory_verdicts(tmp_path, monkeypatch):
+    """Started cold (a fresh interpreter per sandbox, the reference measured the same way), the
+    leaking loop still fails and the honest one passes, with the same margins."""
+    monkeypatch.setenv("TRACEKIT_SANDBOX", "cold")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("ex06-leak-plain", "honest-ex06-module-state-first-use"):
+        exercise_id, answers, extra, _ = CASES[name]
+        nbformat.write(notebook(exercise_id, answers, extra, False), subs / f"{name}.ipynb")
+    reports = {r["student"]: r for r in grade_all(subs, tmp_path / "out", Options(timeout=400, memory_mb=3072, jobs=2),
+                                                  progress=lambda line: None)}
+    for name, report in reports.items():
+        assert scores(report) == pytest.approx(CASES[name][3]), name
+        assert report["exercises"][0]["sandbox"]["start"] == "cold"
+    leak = next(q for q in reports["ex06-leak-plain"]["exercises"][0]["questions"] if "measured" in q)["measured"]
+    assert leak["peak_bytes"] - leak["reference_peak"] > 200 << 20
 
 
 @needs_cgroup

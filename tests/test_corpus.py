@@ -49,7 +49,7 @@ def graded(tmp_path_factory):
     subs.mkdir()
     for exercise_id, path in variants():
         nbformat.write(notebook(exercise_id, parse(path)[1]), subs / f"{name_of(exercise_id, path)}.ipynb")
-    reports = grade_all(subs, subs.parent / "out", Options(timeout=300, memory_mb=3072, jobs=2),
+    reports = grade_all(subs, subs.parent / "out", Options(timeout=300, memory_mb=3072, jobs=2, cell_timeout=20),
                         progress=lambda line: None)
     return {r["student"]: r for r in reports}
 

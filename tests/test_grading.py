@@ -15,7 +15,7 @@ import pytest
 from tracekit.exercises import IDS, draw_inputs, get
 from tracekit.grading import sandbox
 from tracekit.grading.gradebook import write_from
-from tracekit.grading.grader import Options, grade_all, in_shard, parse_shard
+from tracekit.grading.grader import Options, grade_all, in_shard, parse_shard, read_secret
 from tracekit.grading.submission import SubmissionError, discover, identify, read
 
 pytestmark = pytest.mark.grading
@@ -237,6 +237,43 @@ def test_hidden_folders_look_empty_inside_the_sandbox(tmp_path):
     ran = sandbox.run(cells, "ex01", inputs, timeout=240, hide=[str(secret)])
     assert ran.observations["q1"] == {"value": []}
     assert (secret / "answers.txt").read_text() == "42"
+
+
+@pytest.mark.skipif(not sandbox.can_isolate(), reason="needs bubblewrap")
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_a_secret_under_a_folder_the_sandbox_reads_is_hidden(tmp_path, monkeypatch, start):
+    """The venv is visible in every sandbox: a secret file and a folder kept there are hidden by path
+    (the file reads empty, the folder lists nothing), on both the warm and the cold path."""
+    monkeypatch.setenv("TRACEKIT_SANDBOX", start)
+    secret = Path(sys.prefix) / f"tracekit-test-secret-{os.getpid()}"
+    folder = Path(sys.prefix) / f"tracekit-test-hidden-{os.getpid()}"
+    secret.write_text("s3cret-s3cret-s3cret")
+    folder.mkdir()
+    (folder / "answers.txt").write_text("42")
+    try:
+        read = ("def read(path):\n    try:\n        return open(path).read()\n    except OSError as err:\n"
+                "        return type(err).__name__")
+        cells = ["import os", read, f"q1_slots = [read({str(secret)!r}), *os.listdir({str(folder)!r})]",
+                 "q2_slot = 'x'"]
+        inputs = draw_inputs(get("ex01"), seed=1)
+        seen = sandbox.run(cells, "ex01", inputs, timeout=240)
+        assert seen.observations["q1"] == {"value": ["s3cret-s3cret-s3cret", "answers.txt"]}  # visible unless hidden
+        ran = sandbox.run(cells, "ex01", inputs, timeout=240, hide=[str(secret), str(folder)])
+        # empty (a bind of /dev/null) or unreadable (the cold path's binds are nodev)
+        assert ran.observations["q1"]["value"] in ([""], ["PermissionError"]), ran.observations["q1"]
+        assert ran.start == seen.start == start
+        assert secret.read_text() == "s3cret-s3cret-s3cret"
+    finally:
+        secret.unlink()
+        shutil.rmtree(folder)
+
+
+def test_a_secret_with_another_hard_link_is_refused(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret-s3cret-s3cret")
+    os.link(secret, tmp_path / "other-name")
+    with pytest.raises(SubmissionError, match="hard links"):
+        read_secret(secret)
 
 
 def run_cli(*args, cwd=None):

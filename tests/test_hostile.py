@@ -316,7 +316,7 @@ def test_process_disk_and_memory_limits_hold_for_the_whole_sandbox():
              "                fh.write(b'x' * (1 << 20))\n                written += 1\n"
              "    except OSError:\n        pass\n"
              f"{DATA_A} = [len(procs), written]\n")
-    hog = ("import subprocess, sys\nchild = 'import time\\nb = b\"x\" * (450 << 20)\\ntime.sleep(15)'\n"
+    hog = ("import subprocess, sys\nchild = 'import time\\nb = b\"x\" * (500 << 20)\\ntime.sleep(15)'\n"
            "kids = [subprocess.Popen([sys.executable, '-c', child]) for _ in range(3)]\n"
            f"{DATA_B} = [k.wait() for k in kids]\n")
     inputs = {q.name: q.draw(__import__("random").Random(1)) for q in get("ex01").questions}
@@ -326,8 +326,26 @@ def test_process_disk_and_memory_limits_hold_for_the_whole_sandbox():
     assert 64 <= written < 128  # 64 MB per file (RLIMIT_FSIZE), 128 MB in all (the tmpfs)
     codes = ran.observations["q2"].get("value") or []
     notes = " ".join(ran.notes)
-    assert -9 in codes or "memory limit" in notes, (codes, notes)  # 3 × 450 MB + the runner > 1400 MB
+    assert -9 in codes or "memory limit" in notes, (codes, notes)  # 3 × 500 MB > 1400 + 64 MB
     assert ran.survivors == 0 and survivors("sleep") == []
+
+
+@needs_isolation
+@pytest.mark.parametrize("line", [b"{}\n", b"[" + b"{}," * 4000 + b"{}]\n"], ids=["many-lines", "many-items"])
+def test_output_is_capped_by_items_not_only_bytes(line):
+    """Millions of tiny JSON values on the grader's own channel (its descriptor found through the
+    garbage collector, in the runner's `emit` closure) cost the sandbox, not the grader: it is
+    stopped once it sent more lines or values than the grader reads, well under the byte cap, and
+    the cell that did it is skipped."""
+    flood = ("import gc, os\nemit = next(o for o in gc.get_objects() if callable(o) and "
+             "getattr(o, '__qualname__', '') == 'main.<locals>.emit')\n"
+             "fd = next(c.cell_contents for c in emit.__closure__ if isinstance(c.cell_contents, int))\n"
+             f"chunk = {line!r} * 1000\nfor _ in range(2000):\n    os.write(fd, chunk)\n")
+    inputs = {q.name: q.draw(__import__("random").Random(1)) for q in get("ex01").questions}
+    ran = sandbox.run([flood, sigmoid_with("pass")], "ex01", inputs, timeout=240, memory_mb=3072)
+    assert "cell 1 was skipped: it sent more than the grader reads" in ran.notes, ran.notes
+    assert "error" not in ran.observations[CODE_Q.name] and "missing" not in ran.observations[CODE_Q.name]
+    assert ran.survivors == 0
 
 
 def test_strict_policy_on_this_machine():

@@ -209,7 +209,8 @@ def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         secret = read_secret(Path(args.secret_file)) if args.secret_file else None
         options = Options(timeout=args.timeout, memory_mb=args.memory, jobs=args.jobs, shard=shard,
                           strict=args.strict, unsafe=args.unsafe, exercises=exercises, force=args.force,
-                          layout=args.layout, secret=secret)
+                          layout=args.layout, secret=secret,
+                          hide=(str(Path(args.secret_file).resolve()),) if args.secret_file else ())
         reports = grade_all(submissions, out, options)
         from .grading.gradebook import write_from
 

@@ -60,6 +60,7 @@ from .report import (
     not_submitted,
     read_assignment,
     results_key,
+    timings,
     write_assignment,
     write_atomic,
     write_report,
@@ -84,7 +85,7 @@ class Options:
     memory_mb: int = 4096  # memory of the whole sandbox (cgroup) and of each process in it
     jobs: int = 1
     shard: tuple[int, int] = (1, 1)  # (i, n): grade the i-th of n deterministic parts
-    hide: tuple[str, ...] = ()  # extra folders the sandbox must not see
+    hide: tuple[str, ...] = ()  # extra folders and files the sandbox must not see (the secret's file among them)
     strict: bool = False  # refuse to grade unless namespaces and a cgroup are available
     unsafe: bool = False  # allow grading without namespaces or a cgroup as a non-root user
     max_pids: int = 128  # processes and threads in one sandbox
@@ -131,6 +132,8 @@ def parse_exercises(text: str | None) -> tuple[str, ...] | None:
 def read_secret(path: Path) -> bytes:
     """The instructor's secret from a file (at least 16 bytes; surrounding whitespace dropped)."""
     data = read_regular(Path(path), 4096).strip()
+    if os.stat(path).st_nlink > 1:  # hidden from the sandboxes by its path: another name would show it
+        raise SubmissionError(f"{path}: the secret's file has other hard links; copy it to a file of its own")
     if len(data) < 16:
         raise SubmissionError(f"{path}: a secret needs at least 16 bytes (e.g. `head -c 32 /dev/urandom > {path}`)")
     return data
@@ -186,13 +189,17 @@ def check_isolation(options: Options) -> isolation.Isolation:
 
 @functools.lru_cache(maxsize=32)
 def _reference_peak(exercise_id: str, question: str, config: str, memory_mb: int, max_pids: int,
-                    tmpfs_mb: int) -> int:
+                    tmpfs_mb: int, start: str) -> int:
     """The kernel's memory high-water mark of the reference answer's measured workload, in a sandbox
-    like a submission's (measured once per grading process and workload size: the memory depends on
-    the sizes, not on the values a student's seed draws, so the reference runs with seed 0)."""
+    like a submission's (measured once per grading process, workload size and way of starting a
+    sandbox, warm or cold, so that both sides carry the same inheritance: the memory depends on the
+    sizes, not on the values a student's seed draws, so the reference runs with seed 0)."""
     judges = importlib.import_module(f"tracekit.exercises.judges.{exercise_id}")
-    return sandbox.measure_reference(exercise_id, question, judges.reference_cells(question), json.loads(config),
-                                     memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb)["peak_bytes"]
+    done = sandbox.measure_reference(exercise_id, question, judges.reference_cells(question), json.loads(config),
+                                     memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb)
+    if done["start"] != start:
+        raise RuntimeError(f"the reference ran {done['start']}, the submission {start}: not comparable")
+    return done["peak_bytes"]
 
 
 def _release_note(release: str) -> list[str]:
@@ -223,15 +230,19 @@ def grade_notebook(path: Path | Notebook, student: str, options: Options) -> Exe
                       tmpfs_mb=options.tmpfs_mb, cell_timeout=options.cell_timeout)
     notes = _release_note(sub.release) + sub.warnings + ran.notes
     measured: dict[str, dict] = {}
+    timing = {**ran.timing}
+    began = time.monotonic()
     for name, m in ran.measured.items():
         sizes = {**inputs[name]["measure"]["grade"], "seed": 0}
         try:
             base = _reference_peak(sub.exercise, name, json.dumps(sizes, sort_keys=True), options.memory_mb,
-                                   options.max_pids, options.tmpfs_mb)
+                                   options.max_pids, options.tmpfs_mb, ran.start)
         except Exception as err:  # noqa: BLE001 - the grader's own failure: reported, never the student's
             base = None
             notes.append(f"{name}: the reference measurement failed ({type(err).__name__}: {str(err)[:200]})")
         measured[name] = {**m, "reference_peak": base}
+    timing["reference"] = round(time.monotonic() - began, 3)
+    began = time.monotonic()
     with _TRUSTED_LOCK:
         judged = judge_all(exercise, ran.observations or {}, inputs, measured)
     by_name = {str(q.get("name")): q for q in judged if isinstance(q, dict)}
@@ -245,6 +256,7 @@ def grade_notebook(path: Path | Notebook, student: str, options: Options) -> Exe
         if ran.observations is None:
             result = dataclasses.replace(result, message=cut(failed, 4 * MAX_TEXT))
         questions.append(result)
+    timing["judge"] = round(time.monotonic() - began, 3)
     if ran.survivors:
         notes.append(f"{ran.survivors} process(es) of the sandbox survived being killed")
     problem = ""
@@ -254,7 +266,7 @@ def grade_notebook(path: Path | Notebook, student: str, options: Options) -> Exe
         shown, sub.exercise, clamp(sum(q.score for q in questions), exercise.max_score), exercise.max_score,
         tuple(questions), exercise.title, seed, cut(problem, 2 * MAX_TEXT), sha256=sha, release=cut(sub.release, 40),
         seconds=round(ran.seconds, 2), notes=cut_all(notes), cell_errors=cut_all(ran.cell_errors),
-        isolation=ran.isolation, ran=True)
+        isolation=ran.isolation, start=cut(ran.start, 40), timing=timings(timing), ran=True)
 
 
 def _shown(name: str) -> str:

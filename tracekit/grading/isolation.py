@@ -373,7 +373,7 @@ def remove_stale_cgroups() -> int:
     return removed
 
 
-def _read_only_roots() -> list[str]:
+def read_only_roots() -> list[str]:
     """What the sandbox sees (read-only): the system, Python, and the installed packages it imports."""
     import IPython
     import torch
@@ -403,7 +403,7 @@ def _wrap(command: list[str], hide: list[str], tmpfs_bytes: int, uid: int, stage
     """The argv that runs `command` in a fresh bubblewrap sandbox. As root, a private mount
     namespace first binds each read-only folder under `stage` (an empty root-owned 0755 folder),
     so that bwrap, already running as the sandbox's uid, can reach folders like /root/.pyenv."""
-    roots = _read_only_roots()
+    roots = read_only_roots()
     argv: list[str] = []
     sources = roots
     if os.geteuid() == 0:
@@ -436,8 +436,11 @@ def _wrap(command: list[str], hide: list[str], tmpfs_bytes: int, uid: int, stage
         argv += ["--remount-ro", parent]
     for path in hide:
         path = os.path.normpath(path)
-        if os.path.isdir(path) and any(path == r or path.startswith(r + "/") for r in roots):
-            argv += ["--tmpfs", path, "--remount-ro", path]
+        if any(path == r or path.startswith(r + "/") for r in roots):
+            if os.path.isdir(path):
+                argv += ["--tmpfs", path, "--remount-ro", path]
+            elif os.path.isfile(path):
+                argv += ["--ro-bind", "/dev/null", path]  # a file (the secret): empty
     argv += ["--proc", "/proc", "--dev", "/dev", "--dir", "/tmp/work", "--dir", "/tmp/home", "--chdir", "/tmp/work",
              "--", *command]
     return argv

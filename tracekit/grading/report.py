@@ -74,6 +74,17 @@ def cut_all(values: Raw, most: int = MAX_ITEMS) -> tuple[str, ...]:
     return tuple(kept)
 
 
+def timings(value: Raw) -> tuple[tuple[str, float], ...]:
+    """Named durations in seconds (a part's timing: cells, probes, reference, judge ...) from raw JSON."""
+    items = value.items() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    out = []
+    for item in list(items)[:MAX_ITEMS]:
+        if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], (int, float)) \
+                and not isinstance(item[1], bool):
+            out.append((cut(item[0], 40), clamp(item[1], 1e9)))
+    return tuple(out)
+
+
 def _dict(value: Raw) -> dict:
     return value if isinstance(value, dict) else {}
 
@@ -181,6 +192,8 @@ class ExerciseResult(_Fields):
     cell_errors: tuple[str, ...] = ()
     tampered: tuple[str, ...] = ()
     isolation: str = ""
+    start: str = ""  # how its sandboxes started ("warm": forked from a trusted parent, or "cold")
+    timing: tuple[tuple[str, float], ...] = ()  # seconds of each stage (sandbox start, cells, probes, judge ...)
     ran: bool = False  # it went through a sandbox (its `sandbox` entry is written)
 
     @property
@@ -207,7 +220,7 @@ class ExerciseResult(_Fields):
         if self.ran:
             out["sandbox"] = {"seconds": self.seconds, "notes": list(self.notes),
                               "cell_errors": list(self.cell_errors), "tampered": list(self.tampered),
-                              "isolation": self.isolation}
+                              "isolation": self.isolation, "start": self.start, "timing": dict(self.timing)}
         if self.cell_errors:
             out["cell_errors"] = list(self.cell_errors)
         for name in ("problem", "status", "sha256", "release"):
@@ -244,7 +257,7 @@ class ExerciseResult(_Fields):
             notes=cut_all(sandbox.get("notes")),
             cell_errors=cut_all(sandbox.get("cell_errors", raw.get("cell_errors"))),
             tampered=cut_all(sandbox.get("tampered"), 10), isolation=cut(sandbox.get("isolation") or "", 300),
-            ran=isinstance(box, dict))
+            start=cut(sandbox.get("start") or "", 40), timing=timings(sandbox.get("timing")), ran=isinstance(box, dict))
 
 
 def not_submitted(exercise_id: str, unreadable: list[str] | tuple[str, ...] = ()) -> ExerciseResult:

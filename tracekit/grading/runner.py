@@ -6,13 +6,15 @@ job (JSON) on stdin, runs the notebook's code cells in order in an IPython shell
 a per-cell timer interrupts endless cells), exactly as the student wrote them, module-level
 state included, and then either
 
-- `probe`: runs every question's probe on the answers the cells defined and sends the raw
-  observations (plain JSON values: losses, gradients, tables, a function's outputs on the
-  drawn inputs); or
-- `measure`: runs one question's workload (for example `train` for many steps on a large
-  batch) and sends its plain values. How much memory the workload needed is not reported by
-  this process: the trusted grader reads it from the kernel's accounting of the sandbox's
-  cgroup after the sandbox has ended.
+1. runs each measured question's workload (for example `train` for many steps on a large
+   batch) and sends its plain values, then waits for the grader's word on its stdin: the grader
+   reads the sandbox cgroup's memory high-water mark in between, so how much memory the workload
+   needed is never reported by this process; then
+2. runs every question's probe on the answers the cells defined and sends the raw observations
+   (plain JSON values: losses, gradients, tables, a function's outputs on the drawn inputs).
+
+The values a measured run sends are checked like the probes' (the run that is measured is a run
+that is value-checked); a job that has no cgroup to read mid-run measures in a run of its own.
 
 The trusted grader judges every value against truth it computes itself; nothing this process
 says is taken as a verdict or a measurement.
@@ -77,16 +79,43 @@ def run_cells(job: dict, emit: Any) -> Any:
     return shell
 
 
+def _read_line(fd: int, most: int = 32) -> bytes:
+    """One short line from a descriptor, read a byte at a time (nothing beyond it is consumed)."""
+    data = bytearray()
+    while len(data) < most:
+        chunk = os.read(fd, 1)
+        if not chunk or chunk == b"\n":
+            break
+        data += chunk
+    return bytes(data)
+
+
+def _read_job(fd: int) -> dict:
+    """The job: its length on a line of its own, then that many bytes of JSON (the descriptor stays
+    open: the grader's word after each measured workload comes on it)."""
+    size = int(_read_line(fd) or b"0")
+    if not 0 < size <= MAX_JOB_BYTES:
+        raise SystemExit("no job")
+    data = bytearray()
+    while len(data) < size:
+        chunk = os.read(fd, min(1 << 20, size - len(data)))
+        if not chunk:
+            break
+        data += chunk
+    return json.loads(bytes(data))
+
+
 def main() -> None:
     """Read the job, set the limits, run the cells, then the probes or the workload."""
     os.closerange(3, 1 << 16)  # nothing inherited but stdin, stdout and stderr
-    job = json.loads(sys.stdin.buffer.read(MAX_JOB_BYTES))
-    out = os.dup(1)
+    job = _read_job(0)
+    out, word = os.dup(1), os.dup(0)
     os.dup2(2, 1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
     os.set_inheritable(out, False)
+    os.set_inheritable(word, False)
     os.chdir(job.get("workdir") or os.getcwd())
     _limits(job)
     write = os.write
@@ -103,18 +132,27 @@ def main() -> None:
     torch.set_num_threads(1)
     exercise = exercises.get(job["exercise"])
     shell = run_cells(job, emit)
-    signal.setitimer(signal.ITIMER_REAL, float(job.get("probe_timeout", 120)))
+    limit = float(job.get("probe_timeout", 120))
+    by_name = {q.name: q for q in exercise.questions}
+    for name, config in job.get("measures") or []:
+        emit({"measuring": name})
+        signal.setitimer(signal.ITIMER_REAL, limit)
+        try:
+            values = exercises.measure_one(by_name[name], shell.user_ns, config)
+        except CellTimeout:
+            values = {"error": f"the measured run took longer than {limit:g} s"}
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        emit({"measured": [name, values]})
+        _read_line(word)  # the grader has read the memory high-water mark
+    signal.setitimer(signal.ITIMER_REAL, limit)
     try:
-        if job["mode"] == "measure":
-            question = next(q for q in exercise.questions if q.name == job["question"])
-            emit({"measured": exercises.measure_one(question, shell.user_ns, job["config"])})
-        else:
-            wanted = set(job.get("questions") or [q.name for q in exercise.questions])
-            for q in exercise.questions:
-                if q.name in wanted:
-                    emit({"probing": q.name})
-                    emit({"observation": [q.name, exercises.probe_one(q, shell.user_ns, job["inputs"][q.name])]})
-            emit({"probes_done": True})
+        wanted = set(job.get("questions") or [])
+        for q in exercise.questions:
+            if q.name in wanted:
+                emit({"probing": q.name})
+                emit({"observation": [q.name, exercises.probe_one(q, shell.user_ns, job["inputs"][q.name])]})
+        emit({"probes_done": True})
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     sys.stdout.flush()
