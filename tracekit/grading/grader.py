@@ -1,12 +1,13 @@
 """The trusted side of grading: find submissions, run each in its sandboxes, judge the raw
-observations against truth computed now, write signed per-student reports and the class CSV.
+observations against truth computed now, and write signed per-student reports (report.py's
+types; the class gradebook is made from them by gradebook.py, which the CLI calls after grading).
 
-Nothing a sandbox produces is trusted: it can only send JSON observation lines on a pipe.
-Reports are written by this process alone and signed (HMAC, with a key kept in the results
+Nothing a sandbox produces is trusted: it can only send JSON observation lines on a pipe, which
+are parsed into `QuestionResult`s here with every score clamped to what the exercise definitions
+allow. Reports are written by this process alone and signed (HMAC, with a key kept in the results
 folder); each records the sha256 of every notebook it graded. A rerun keeps a student's report
-only if it verifies and her notebooks, the assignment and tracekit are unchanged (`force`
-regrades everyone), and the CSV is built only from reports that verify, with every score
-clamped to what the exercise definitions allow.
+only if it verifies and her notebooks, the assignment (the results folder's, once given) and
+tracekit are unchanged (`force` regrades everyone).
 """
 
 from __future__ import annotations
