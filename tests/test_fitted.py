@@ -110,12 +110,17 @@ def test_a_resubmission_fitted_to_its_own_feedback_earns_nothing(tmp_path):
     assert first["score"] == 4
     seed = first["exercises"][0]["seed"]
     assert f"seed {seed}" in (out / "feedback" / "ann.md").read_text(encoding="utf-8")  # what she reads
-    nbformat.write(with_last_cell(REF03, fitted_cell(seed)), subs / "ann.ipynb")  # the answers replaced by a table
+    fitted = with_last_cell(REF03, fitted_cell(seed))  # the answers replaced by a table
+    fitted.cells.append(nbformat.v4.new_code_cell(  # inside the sandbox: no judges, and tk.check knows it is graded
+        "import tracekit.exercises.sealed as s\nassert s.being_graded() and not s.judges_here()\n"
+        "assert tk.check('ex03').note == 'The self-check does not run here: this notebook is being graded.'"))
+    nbformat.write(fitted, subs / "ann.ipynb")
     lines: list[str] = []
     (second,) = grade_all(subs, out, options, progress=lines.append)
     assert any(line.startswith("regrading ann: changed") for line in lines), lines
     part = second["exercises"][0]
     assert part["seed"] != seed and second["score"] == 0, part["questions"]
+    assert not part.get("cell_errors"), part["cell_errors"]
     assert all("drawn cases" in q["message"] for q in part["questions"])
     (again,) = grade_all(subs, out, Options(**{**options.__dict__, "force": True}), progress=lambda line: None)
     assert again["exercises"][0]["seed"] == part["seed"] and again["score"] == 0  # a function of the notebook
