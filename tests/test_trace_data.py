@@ -225,3 +225,59 @@ def test_a_loaded_trace_is_a_record_and_says_so(tmp_path):
     path.write_text('{"format": "tracekit-trace", "version": 999}')
     with pytest.raises(tk.TraceFormatError, match="version 999"):
         tk.load_trace(path)
+
+
+@settings(max_examples=20, deadline=None)
+@given(programs())
+def test_the_columns_and_the_rows_made_from_them_say_the_same(program):
+    """The record is stored by column; its rows, the views, JSON and pickle read the same facts."""
+    leaves = make_leaves(program)
+    outs = run(program, leaves)
+    tr = tk.trace(*outs)
+    rec = tr.record
+    for rows, columns in ((rec.nodes, rec.node_columns), (rec.residuals, rec.residual_columns),
+                          (rec.storages, rec.storage_columns)):
+        assert len(rows) == len(columns[0])
+        for name in columns._fields:
+            got = [getattr(row, name) for row in rows]
+            want = list(getattr(columns, name))
+            if name == "shape":  # kept as torch.Size, shown as a plain tuple
+                want = [None if s is None else tuple(s) for s in want]
+                assert all(type(s) is tuple for s in got if s is not None)
+            assert got == want, name
+    assert [r.shape for r in tr.residuals] == [row.shape for row in rec.residuals]
+    assert [(n.name, n.inputs, n.module) for n in tr.nodes] == [(row.name, row.inputs, row.module) for row in rec.nodes]
+    copy = pickle.loads(pickle.dumps(rec))
+    assert copy == rec and copy._rows == {}  # the rows made when read do not travel
+    assert tk.load_trace(tr.to_json()).record == rec
+
+
+def test_lifetimes_are_made_when_read_and_equal_the_ones_made_at_once():
+    torch.manual_seed(0)
+    a = torch.randn(6, requires_grad=True)
+    y = (a.exp() * a.sin()).tanh().sum()
+    tr = tk.trace(y)
+    predicted = tr.lifetimes()
+    assert callable(predicted._residuals)  # the prediction's per-residual lifetimes: not made yet
+    tr.backward()
+    observed = tr._data.observed
+    assert callable(observed._residuals)  # backward made the step lists, no Lifetime yet
+    eager = tk.Lifetimes(observed.kind, observed.order, tuple(observed.residuals), observed.released,
+                         observed.freed, observed.retained, observed.error)
+    assert observed == eager and not callable(observed._residuals)
+    assert [r.released_at for r in tr.residuals] == [lt.released_at for lt in observed.residuals]
+    assert all(lt.released_at is not None for lt in observed.residuals)
+    assert pickle.loads(pickle.dumps(observed)) == observed
+
+
+def test_a_long_trace_draws_without_predicting_a_lifetime():
+    """The strip of a long trace cannot fit: the drawing says so before predicting anything."""
+    v = torch.randn(8, requires_grad=True)
+    for _ in range(400):
+        v = v * 1.0001
+    y = v.sum()
+    tr = tk.trace(y)
+    source = trace_graph(tr, html=True).source
+    assert "tr.timeline() plots" in source and tr._data.predicted is None
+    small = tk.trace((torch.randn(3, requires_grad=True).exp()).sum())
+    assert "lifetimes (predicted)" in trace_graph(small, html=True).source and small._data.predicted is not None

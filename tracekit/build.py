@@ -1,5 +1,7 @@
 """Building a trace: walk autograd's graph once and turn what it holds (nodes, saved slots,
-storages) into the passive records of model.py. Nothing here runs while the forward runs."""
+storages) into the record's columns (rows.py): one list per field, filled in one pass, what does
+not change per node type read once (its name, op, rules, slots), each getter read once.
+Nothing here runs while the forward runs."""
 
 from __future__ import annotations
 
@@ -19,9 +21,19 @@ from .keeper import gc_paused
 from .live import Live, forward_order, is_leaf_node, walk
 from .progress import Progress
 from .reader import Node, _Data
-from .rows import CachedValue, HeldIn, Mutation, NodeRow, Record, ResidualRow, Role, Status, StorageRow
-from .saved import SavedSlot, attributes, checkpoint_cache, is_custom_function, saved_slots, slot_names
-from .storage import StorageKey, device_text, has_data, storage_key, storage_nbytes, visible_nbytes, weak_ref
+from .rows import (
+    CachedValue,
+    HeldIn,
+    Mutation,
+    NodeColumns,
+    Record,
+    ResidualColumns,
+    Role,
+    Status,
+    StorageColumns,
+)
+from .saved import attributes, checkpoint_cache, is_custom_function, saved_values, slot_names
+from .storage import StorageKey, device_text, has_data, storage_key, storage_nbytes, storage_weak_ref
 from .trace import Trace
 from .without_data import backend_of_outputs, note_for
 
@@ -95,9 +107,9 @@ class _Builder:
         self.leaf_roles: dict[str, Role] = {}
         self.label_of: dict[Any, str] = {}  # leaf node -> its label (each leaf is looked up once)
         self.storage_index: dict[StorageKey, int] = {}
-        self.storage_rows: list[list[Any]] = []  # StorageRow fields, residuals as a list while building
+        self.storage_cols: list[list[Any]] = [[] for _ in StorageColumns._fields]  # residuals: lists while building
         self.weaks: list[int] = []  # one weak reference per storage
-        self.residual_rows: list[ResidualRow] = []
+        self.res: list[list[Any]] = [[] for _ in ResidualColumns._fields]  # one list per ResidualRow field
         self.position: dict[Any, int] = {}
         self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
         self.backend = backend_of_outputs(outputs)  # "meta" / "fake": a trace without data
@@ -114,32 +126,34 @@ class _Builder:
         sources = [self.sources[o] if o >= 0 else (None, None) for o in owners] if owners is not None else None
         modules = self.modules
         bar = Progress(len(graph_nodes), "tracing nodes", progress)
-        nodes = []
+        nodes: list[list[Any]] = [[] for _ in NodeColumns._fields]  # one list per NodeRow field
         for i, gnode in enumerate(graph_nodes):
             bar.update(i)
-            row = self.node(gnode, i, nexts[i], sources[i] if sources else (None, None))
-            if owners is not None and modules:
-                row = row._replace(module=modules.get(owners[i]))
-            nodes.append(row)
+            self.node(nodes, gnode, i, nexts[i], sources[i] if sources else (None, None))
         bar.close()
+        n = len(graph_nodes)
+        nodes[-1] = [modules.get(o) for o in owners] if owners is not None and modules else [None] * n
         output_names = [self.names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
                         for t in self.outputs]
         position = self.position
+        storages = self.storage_cols
+        storages[3] = [tuple(members) for members in storages[3]]
         record = Record(
-            tuple(nodes), tuple(self.residual_rows),
-            tuple(StorageRow(k, n, dev, tuple(res), names, p, o, role)
-                  for k, n, dev, res, names, p, o, role in self.storage_rows),
+            NodeColumns(*map(tuple, nodes)), ResidualColumns(*map(tuple, self.res)),
+            StorageColumns(*map(tuple, storages)),
             tuple(self.leaves.items()), tuple(self.leaf_roles.items()),
             tuple((position.get(t.grad_fn), name) for t, name in zip(self.outputs, output_names)),
             self.sources is not None, tuple(self.mutations), self.backend, self.cache(graph_nodes))
         if self.backend is not None:
             record = _with_notes(record, self.backend)
-        return Trace(record, Live(self.outputs), weaks=tuple(self.weaks))
+        seqs = {sequence_nr(g): i for i, g in enumerate(graph_nodes)}
+        live = Live(self.outputs, seqs if len(seqs) == n else None)
+        return Trace(record, live, weaks=tuple(self.weaks))
 
     def cache(self, graph_nodes: list[Any]) -> tuple[CachedValue, ...]:
         """What a selective-checkpoint policy keeps for the checkpointed regions (looked for only
         when a residual is recomputed: the regions' saved values carry checkpoint hooks)."""
-        if not any(r.place is HeldIn.RECOMPUTED for r in self.residual_rows):
+        if HeldIn.RECOMPUTED not in self.res[ResidualColumns._fields.index("place")]:
             return ()
         found, seen = [], set()
         for op, t in checkpoint_cache(graph_nodes):
@@ -164,58 +178,100 @@ class _Builder:
         self.label_of[leaf_node] = label
         return label
 
-    def node(self, gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...],
-             source: tuple[str | None, str | None]) -> NodeRow:
-        """One forward op with its residuals (`nexts`: its next_functions; `source`: line and call)."""
+    def node(self, cols: list[list[Any]], gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...],
+             source: tuple[str | None, str | None]) -> None:
+        """One forward op with its residuals, appended to the columns (`nexts`: its next_functions;
+        `source`: line and call)."""
         position = self.position
         where, call = source
         inputs = tuple(position[n] if n in position else self.leaf_label(n) for n, _ in nexts if n is not None)
-        name = gnode.name()
-        by_slot = _rules_of(type(gnode), name, len(nexts))
-        first = len(self.residual_rows)
-        for saved in saved_slots(gnode):
-            self.residual(i, gnode, saved, by_slot)
-        return NodeRow(name, op_name(gnode), where, call, inputs, first, len(self.residual_rows) - first,
-                       _plain_attributes(attributes(gnode)), by_slot is not None,
-                       tuple(n is not None for n, _ in nexts), None)
+        kind = type(gnode)
+        info = _TYPES.get((kind, len(nexts)))
+        if info is None:
+            info = _TYPES[(kind, len(nexts))] = _type_info(gnode, len(nexts))
+        name, op, by_slot, rule_of = info
+        if op is None:  # a custom Function: its name is its class's
+            op = op_name(gnode)
+        first = len(self.res[0])
+        for saved in saved_values(gnode):
+            self.residual(i, gnode, saved, by_slot, rule_of)
+        (c_name, c_op, c_source, c_call, c_inputs, c_first, c_count, c_attrs, c_described, c_needs,
+         c_note, _) = cols
+        c_name.append(name)
+        c_op.append(op)
+        c_source.append(where)
+        c_call.append(call)
+        c_inputs.append(inputs)
+        c_first.append(first)
+        c_count.append(len(self.res[0]) - first)
+        c_attrs.append(_plain_attributes(attributes(gnode)))
+        c_described.append(by_slot is not None)
+        c_needs.append(tuple(n is not None for n, _ in nexts))
+        c_note.append(None)
 
-    def residual(self, node: int, gnode: Any, saved: SavedSlot, by_slot: dict[str, str] | None) -> None:
-        """One saved tensor: its size, storage, role and the rule that reads it."""
-        t = saved.tensor
-        key = storage_key(t) if t is not None and t.layout == torch.strided else None
-        role, from_node, from_name, kind = self.role(saved.slot, t, gnode, key)
-        storage = self.storage(key, t) if key is not None else None
+    def residual(self, node: int, gnode: Any, saved: tuple[Any, ...], by_slot: dict[str, str] | None,
+                 rule_of: dict[str, str]) -> None:
+        """One saved tensor (saved.saved_values' tuple): its size, storage, role and the rule that reads it."""
+        slot, status, t, place, error, hook = saved
+        key = device = storage_object = None
+        if t is not None:
+            device = device_text(t.device)
+            if t.layout == torch.strided:
+                kind = type(t)
+                if (kind is torch.Tensor or kind is torch.nn.Parameter) and not t.is_meta:
+                    storage_object = t.untyped_storage()
+                    key = (device, storage_object.data_ptr())
+                else:
+                    key = storage_key(t)
+        role, from_node, from_name, kind = self.role(slot, t, gnode, key)
+        storage = None
+        if key is not None:
+            storage = self.storage_index.get(key)
+            if storage is None:
+                storage = self.storage(key, t, device, storage_object)
         version, saved_version, modified_by = tensor_version(t) if t is not None else None, None, ()
-        if saved.status is Status.MODIFIED:
-            version, saved_version, modified_by = self.modification(saved.error or "", key, version)
+        if status is Status.MODIFIED:
+            version, saved_version, modified_by = self.modification(error or "", key, version)
+        res = self.res
         if storage is not None:
-            self.storage_rows[storage][3].append(len(self.residual_rows))
+            self.storage_cols[3][storage].append(len(res[0]))
         if t is None:
-            shape = dtype = device = nbytes = None
+            shape = dtype = device = nbytes = preview = None
         else:
-            shape, dtype = tuple(t.shape), _dtype_text(t.dtype)
-            device, nbytes = device_text(t.device), visible_nbytes(t)
-        self.residual_rows.append(ResidualRow(
-            node, saved.slot, shape, dtype, device, nbytes, storage, role, rules.rule_text(saved.slot, by_slot),
-            from_node, from_name, saved.place, saved.status, version, saved.error, saved_version, _preview(t),
-            modified_by, kind, saved.hook))
+            numel = t.numel()
+            shape, dtype, nbytes = t.shape, _DTYPE_TEXT.get(t.dtype) or _dtype_text(t.dtype), numel * t.element_size()
+            preview = _preview(t) if numel <= 4 else None
+        rule = rule_of.get(slot)
+        if rule is None:
+            rule = rules.rule_text(slot, by_slot)
+        for column, value in zip(res, (node, slot, shape, dtype, device, nbytes, storage, role, rule, from_node,
+                                       from_name, place, status, version, error, saved_version, preview,
+                                       modified_by, kind, hook)):
+            column.append(value)
 
-    def storage(self, key: StorageKey, t: torch.Tensor) -> int:
-        """The allocation behind a residual (its row index), made once per allocation."""
+    def storage(self, key: StorageKey, t: torch.Tensor, device: str | None = None,
+                storage_object: Any = None) -> int:
+        """The allocation behind a residual (its row index), made once per allocation (`device`,
+        `storage_object`: what the caller already read of `t`)."""
         index = self.storage_index.get(key)
         if index is not None:
             return index
-        parameter_keys = self.parameter_keys
-        var, is_param = self.names.get(key, (parameter_keys.get(key), key in parameter_keys))
-        is_param = is_param or key in parameter_keys or (t.is_leaf and t.requires_grad)
-        leaf_label = parameter_keys.get(key)
+        leaf_label = self.parameter_keys.get(key)
+        named = self.names.get(key)
+        var, is_param = named if named is not None else (leaf_label, leaf_label is not None)
+        grad_leaf = t.requires_grad and t.is_leaf
+        is_param = is_param or leaf_label is not None or grad_leaf
         leaf_role = self.leaf_roles.get(leaf_label) if leaf_label is not None else None
-        if leaf_role is None and t.is_leaf and t.requires_grad:
+        if leaf_role is None and grad_leaf:
             leaf_role = _leaf_role(t, is_param)
-        index = self.storage_index[key] = len(self.storage_rows)
-        self.storage_rows.append([key, storage_nbytes(t), device_text(t.device), [], (var,) if var else (),
-                                  bool(is_param), key in self.output_keys, leaf_role])
-        self.weaks.append(weak_ref(t))
+        if storage_object is None:
+            storage_object = t.untyped_storage()
+        cols = self.storage_cols
+        index = self.storage_index[key] = len(cols[0])
+        for column, value in zip(cols, (key, storage_object.nbytes(), device or device_text(t.device), [],
+                                        (var,) if var else (), bool(is_param), key in self.output_keys, leaf_role)):
+            column.append(value)
+        self.weaks.append(storage_weak_ref(storage_object))
         return index
 
     def modification(self, error: str, key: StorageKey | None,
@@ -281,8 +337,8 @@ def _owners(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]], po
 def _with_notes(record: Record, backend: str) -> Record:
     """The record with each node's note on where `backend` runs another kernel than a real device."""
     data = _Data(record, None, None)
-    nodes = tuple(row._replace(note=note_for(Node(data, i), backend)) for i, row in enumerate(record.nodes))
-    return dataclasses.replace(record, nodes=nodes)
+    notes = tuple(note_for(Node(data, i), backend) for i in range(record.n_nodes))
+    return dataclasses.replace(record, node_columns=record.node_columns._replace(note=notes), _rows={})
 
 
 def _plain(value: Any) -> Any:
@@ -297,8 +353,13 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+_ATOMS = (bool, int, float, str, type(None))
+
+
 def _plain_attributes(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple((k, _plain(v)) for k, v in attrs.items())
+    if not attrs:
+        return ()
+    return tuple((k, v if type(v) in _ATOMS else _plain(v)) for k, v in attrs.items())
 
 
 def _is_parameter(t: torch.Tensor) -> bool:
@@ -309,6 +370,19 @@ def _is_parameter(t: torch.Tensor) -> bool:
 def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
     """PARAMETER for an nn.Parameter or a module's named parameter, else INPUT (a leaf with grad)."""
     return Role.PARAMETER if named_parameter or _is_parameter(t) else Role.INPUT
+
+
+_TYPES: dict[tuple[type, int], tuple[str, str | None, dict[str, str] | None, dict[str, str]]] = {}
+
+
+def _type_info(gnode: Any, n_inputs: int) -> tuple[str, str | None, dict[str, str] | None, dict[str, str]]:
+    """What does not change per node type (and number of inputs): its name, its op (None for a custom
+    Function, named by its class), the formulas by slot, and each tensor slot's rule text."""
+    name = gnode.name()
+    by_slot = _rules_of(type(gnode), name, n_inputs)
+    custom = is_custom_function(gnode)
+    rule_of = {} if custom else {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
+    return name, None if custom else op_name(gnode), by_slot, rule_of
 
 
 @functools.cache

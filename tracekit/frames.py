@@ -15,9 +15,11 @@ from typing import Any
 import torch
 
 from .internals import module_entries
-from .storage import StorageKey, storage_key
+from .storage import StorageKey, device_text, storage_key
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
+_PARAMETER = torch.nn.Parameter
+_device = device_text
 _OWN_DIR = os.path.dirname(__file__)
 _SKIP: dict[str, bool] = {}  # file name -> whether its frames are torch's or tracekit's own
 _LABEL: dict[str, str] = {}  # file name -> how a source line is labelled
@@ -89,7 +91,10 @@ def caller_names() -> Names:
                 names.setdefault(storage_key(value), (var, isinstance(value, torch.nn.Parameter)))
             elif isinstance(value, torch.nn.Module):
                 for pname, p in _named_parameters(value, var):
-                    names.setdefault(storage_key(p), (pname, True))
+                    # a real parameter's key without storage_key's checks (a meta or fake one takes them)
+                    key = ((_device(p.device), p.untyped_storage().data_ptr()) if type(p) is _PARAMETER
+                           and not p.is_meta else storage_key(p))
+                    names.setdefault(key, (pname, True))
     forget_snapshot(frame, local_scope)
     return names
 

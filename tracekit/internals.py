@@ -237,6 +237,12 @@ def weak_ref(t: torch.Tensor) -> int:
     return t.untyped_storage()._weak_ref()
 
 
+def storage_weak_ref(storage: torch.UntypedStorage) -> int:
+    """weak_ref for a storage already read (`t.untyped_storage()`): the same bare weak reference."""
+    require("storage_weak_ref", "knowing when a storage's memory is really gone")
+    return storage._weak_ref()
+
+
 def _absent(_ref: int) -> bool:
     raise missing("storage_weak_ref", "knowing when a storage's memory is really gone")
 

@@ -5,7 +5,9 @@ drawing, the tables, the text, the lab, diff) reads one and works out nothing of
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .rows import HeldIn, Record, Status
 
@@ -43,19 +45,45 @@ class Lifetime:
         return f"{text} ({PREDICTED})" if self.kind == PREDICTED else text
 
 
-@dataclass(frozen=True, slots=True)
 class Lifetimes:
     """A whole backward's lifetimes: the reverse order (node index per step), one Lifetime per
     residual (in the trace's residual order), what each step released (residual indexes) and
-    freed (storage indexes), whether the graph was retained, and the error if backward raised."""
+    freed (storage indexes), whether the graph was retained, and the error if backward raised.
+    `residuals` may be given as a function that makes them: they are made when first read."""
 
-    kind: str
-    order: tuple[int, ...]
-    residuals: tuple[Lifetime, ...]
-    released: tuple[tuple[int, ...], ...]  # per step
-    freed: tuple[tuple[int, ...], ...]  # per step
-    retained: bool = False
-    error: str | None = None
+    __slots__ = ("kind", "order", "_residuals", "released", "freed", "retained", "error")
+
+    def __init__(self, kind: str, order: tuple[int, ...],
+                 residuals: tuple[Lifetime, ...] | Callable[[], tuple[Lifetime, ...]],
+                 released: tuple[tuple[int, ...], ...], freed: tuple[tuple[int, ...], ...],
+                 retained: bool = False, error: str | None = None) -> None:
+        self.kind, self.order, self._residuals = kind, order, residuals
+        self.released, self.freed = released, freed  # per step
+        self.retained, self.error = retained, error
+
+    @property
+    def residuals(self) -> tuple[Lifetime, ...]:
+        """One Lifetime per residual, in the trace's residual order."""
+        made = self._residuals
+        if callable(made):
+            made = self._residuals = made()
+        return made
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.kind, self.order, self.residuals, self.released, self.freed, self.retained, self.error)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Lifetimes) and self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Lifetimes, self._fields())
+
+    def __repr__(self) -> str:
+        return (f"Lifetimes(kind={self.kind!r}, order={self.order!r}, residuals={self.residuals!r}, "
+                f"released={self.released!r}, freed={self.freed!r}, retained={self.retained!r}, "
+                f"error={self.error!r})")
 
     @property
     def predicted(self) -> bool:
@@ -79,18 +107,20 @@ def holder(names: tuple[str, ...], is_parameter: bool, is_output: bool, leaf_rol
 def fixed_note(record: Record, i: int) -> str | None:
     """The lifetime of residual i when it has no steps to give (recomputed, gone before tracing,
     modified in place), else None: the same for a prediction and an observation."""
-    row = record.residuals[i]
-    if row.place is HeldIn.RECOMPUTED:
+    c = record.residual_columns
+    if c.place[i] is HeldIn.RECOMPUTED:
         return RECOMPUTED
-    if row.status is Status.RELEASED:
+    status = c.status[i]
+    if status is Status.RELEASED:
         return GONE
-    if row.status is Status.MODIFIED:
-        by = ", ".join(str(m) for m in row.modified_by) or "an in-place op"
-        return f"modified in place by {by}: saved at version {row.saved_version}, now {row.version}"
+    if status is Status.MODIFIED:
+        by = ", ".join(str(m) for m in c.modified_by[i]) or "an in-place op"
+        return f"modified in place by {by}: saved at version {c.saved_version[i]}, now {c.version[i]}"
     return None
 
 
 def storage_holder(record: Record, k: int) -> str | None:
     """What keeps storage k alive after backward, from what the record knows (None: nothing)."""
-    s = record.storages[k]
-    return holder(s.names, s.is_parameter, s.is_output, s.leaf_role.value if s.leaf_role is not None else None)
+    c = record.storage_columns
+    role = c.leaf_role[k]
+    return holder(c.names[k], c.is_parameter[k], c.is_output[k], role.value if role is not None else None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import GraphReleasedError, NotObservableError
@@ -47,12 +48,14 @@ def forward_order(everything: list[Any]) -> list[Any]:
 
 
 class Live:
-    """Weak references to the traced outputs."""
+    """Weak references to the traced outputs, and each node's index by its sequence number (from
+    the build: no re-walk in forward order to find a node's row)."""
 
-    __slots__ = ("outputs",)
+    __slots__ = ("outputs", "index_by_seq")
 
-    def __init__(self, outputs: tuple[torch.Tensor, ...]) -> None:
+    def __init__(self, outputs: tuple[torch.Tensor, ...], index_by_seq: dict[int, int] | None = None) -> None:
         self.outputs = tuple(weakref.ref(t) for t in outputs)
+        self.index_by_seq = index_by_seq
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The traced outputs (GraphReleasedError if the caller let go of one)."""
@@ -67,7 +70,28 @@ class Live:
     def graph_nodes(self, record: Record) -> list[Any]:
         """The graph's op nodes in the record's forward order, walked again from the outputs."""
         nodes = forward_order(walk([t.grad_fn for t in self.tensors()]))
-        if len(nodes) != len(record.nodes) or any(g.name() != n.name for g, n in zip(nodes, record.nodes)):
+        names = record.node_columns.name
+        if len(nodes) != len(names) or any(g.name() != n for g, n in zip(nodes, names)):
             raise NotObservableError(
                 "the graph behind the traced outputs changed since it was traced: trace it again.")
         return nodes
+
+    def op_nodes(self, record: Record) -> tuple[list[Any], Callable[[Any], int | None]]:
+        """The graph's op nodes (in no particular order) and the function from a node to its index
+        in the record, walked again from the outputs (NotObservableError if the graph changed)."""
+        nodes = [n for n in walk([t.grad_fn for t in self.tensors()]) if not is_leaf_node(n)]
+        index_by_seq = self.index_by_seq
+        if index_by_seq is None or len(index_by_seq) != len(nodes):  # no map (or one seq twice): forward order
+            ordered = self.graph_nodes(record)
+            position = {g: i for i, g in enumerate(ordered)}
+            return ordered, position.get
+        names = record.node_columns.name
+        get = index_by_seq.get
+        if len(nodes) != len(names) or any(get(sequence_nr(g)) is None for g in nodes):
+            raise NotObservableError(
+                "the graph behind the traced outputs changed since it was traced: trace it again.")
+
+        def index_of(g: Any) -> int | None:
+            return get(sequence_nr(g))
+
+        return nodes, index_of

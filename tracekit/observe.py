@@ -28,40 +28,44 @@ from .storage import weak_expired
 
 class Observer:
     """Turns 'this node is about to run' into steps, releases and frees (the trace's observed
-    lifetimes once finished); the record is only read."""
+    lifetimes once finished); the record is only read (by column). Each residual's Lifetime is
+    made when it is first read, from the step lists kept here."""
 
-    def __init__(self, trace: TraceData, graph_nodes: list[Any], keep: bool,
+    def __init__(self, trace: TraceData, index_of: Callable[[Any], int | None], keep: bool,
                  on_step: Callable[[Step], None] | None = None) -> None:
         self.trace = trace
         self.record = record = trace.record
-        self.graph_nodes = graph_nodes
         self.weaks = trace._data.weaks or ()
         self.keep = keep
         self.on_step = on_step
-        self.index_of = {g: i for i, g in enumerate(graph_nodes)}
+        self.index_of = index_of  # graph node -> its index in the record (None: not in this trace)
         self.order: list[int] = []  # node index per step
         self.released: list[list[int]] = []  # per step: residual indexes
         self.freed: list[list[int]] = []  # per step: storage indexes
-        self.released_at: list[int | None] = [None] * len(record.residuals)
-        self.freed_at: list[int | None] = [None] * len(record.storages)
+        self.released_at: list[int | None] = [None] * record.n_residuals
+        self.freed_at: list[int | None] = [None] * record.n_storages
         self.held_by: dict[int, str] = {}  # storage index -> who holds it after backward
         self.error: str | None = None
         self.live: dict[int, list[int]] = {}  # node index -> residuals not yet released
         self.unreleased: dict[int, int] = {}  # storage -> its residuals autograd still holds
         self.pending: list[int] = []  # storages let go of by the graph, not yet freed
-        self.probes: dict[int, tuple[str, int | None]] = {}  # node index -> the raw slot that tells release
         self.last: int | None = None  # the node index of the step recorded last
+        self.last_node: Any = None  # and its graph node
         if not keep:  # with retain_graph nothing is released: nothing to watch
-            rows = record.residuals
-            for i, node in enumerate(record.nodes):
-                held = [j for j in range(node.first, node.first + node.count) if rows[j].status is not Status.RELEASED]
+            nodes, res = record.node_columns, record.residual_columns
+            status, storage = res.status, res.storage
+            gone = Status.RELEASED
+            unreleased = self.unreleased
+            for i, (first, count) in enumerate(zip(nodes.first, nodes.count)):
+                if not count:
+                    continue
+                held = [j for j in range(first, first + count) if status[j] is not gone]
                 if held:
                     self.live[i] = held
-                    self.probes[i] = release_probe(graph_nodes[i], rows[held[0]].slot)
                     for j in held:
-                        k = rows[j].storage
+                        k = storage[j]
                         if k is not None:
-                            self.unreleased[k] = self.unreleased.get(k, 0) + 1
+                            unreleased[k] = unreleased.get(k, 0) + 1
 
     @property
     def retained(self) -> bool:
@@ -70,18 +74,18 @@ class Observer:
 
     def lifetime(self, i: int) -> Lifetime:
         """Residual i's lifetime as observed so far."""
-        k = self.record.residuals[i].storage
+        k = self.record.residual_columns.storage[i]
         return Lifetime(OBSERVED, self.released_at[i], self.freed_at[k] if k is not None else None,
                         self.held_by.get(k) if k is not None else None, fixed_note(self.record, i))
 
     def before(self, gnode: Any) -> None:
         """The engine is about to run `gnode`'s rule: settle the previous step, record this one."""
-        i = self.index_of.get(gnode)
+        i = self.index_of(gnode)
         if i is None:  # a node outside this trace (cannot happen for the engine's own task)
             return
         if self.order:
             self.settle()
-        self.last = i
+        self.last, self.last_node = i, gnode
         self.order.append(i)
         self.released.append([])
         self.freed.append([])
@@ -92,20 +96,23 @@ class Observer:
         """Record what the last step released and which watched storages died since."""
         k, i = len(self.order) - 1, self.last
         held = self.live.get(i) if i is not None else None
-        if held is not None and is_released(self.graph_nodes[i], self.probes[i]):
-            del self.live[i]
-            self.released[k] = held
-            rows, storages = self.record.residuals, self.record.storages
-            for j in held:
-                self.released_at[j] = k
-                s = rows[j].storage
-                if s is None:
-                    continue
-                left = self.unreleased[s] = self.unreleased[s] - 1
-                # watch a storage once the graph lets go of it entirely; parameters and the
-                # outputs are settled once, in finish()
-                if left == 0 and not (storages[s].is_parameter or storages[s].is_output):
-                    self.pending.append(s)
+        if held is not None:
+            res = self.record.residual_columns
+            if is_released(self.last_node, release_probe(self.last_node, res.slot[held[0]])):
+                del self.live[i]
+                self.released[k] = held
+                storage = res.storage
+                st = self.record.storage_columns
+                for j in held:
+                    self.released_at[j] = k
+                    s = storage[j]
+                    if s is None:
+                        continue
+                    left = self.unreleased[s] = self.unreleased[s] - 1
+                    # watch a storage once the graph lets go of it entirely; parameters and the
+                    # outputs are settled once, in finish()
+                    if left == 0 and not (st.is_parameter[s] or st.is_output[s]):
+                        self.pending.append(s)
         if self.pending:
             expired, weaks = weak_expired, self.weaks
             still = []
@@ -119,17 +126,20 @@ class Observer:
 
     def finish(self) -> Lifetimes:
         """After backward: settle the last step, say who still holds what was not freed, and
-        return the observed lifetimes."""
+        return the observed lifetimes (each residual's made when first read)."""
         if self.order:
             self.settle()
+        self.last_node = None
         last = len(self.order) - 1
-        for s in range(len(self.record.storages)):
-            if not weak_expired(self.weaks[s]):
+        expired, weaks = weak_expired, self.weaks
+        for s in range(self.record.n_storages):
+            if not expired(weaks[s]):
                 self.held_by[s] = RETAINED if self.keep else (storage_holder(self.record, s) or OUTSIDE)
             elif self.freed_at[s] is None and last >= 0:  # died after the last step watched
                 self.freed_at[s] = last
                 self.freed[last].append(s)
-        return Lifetimes(OBSERVED, tuple(self.order), tuple(self.lifetime(i) for i in range(len(self.released_at))),
+        lifetime, n = self.lifetime, len(self.released_at)
+        return Lifetimes(OBSERVED, tuple(self.order), lambda: tuple(lifetime(i) for i in range(n)),
                          tuple(map(tuple, self.released)), tuple(map(tuple, self.freed)), self.keep, self.error)
 
 
@@ -144,12 +154,12 @@ def observe_backward(
             "outputs to observe another one (after retain_graph=True)."
         )
     outputs = live.tensors()  # GraphReleasedError when the caller let go of them
-    graph_nodes = live.graph_nodes(trace.record)
+    graph_nodes, index_of = live.op_nodes(trace.record)
     keep = create_graph if retain_graph is None else retain_graph
     with gc_paused():
-        observer = Observer(trace, graph_nodes, keep, on_step)
-    with gc_paused():
+        observer = Observer(trace, index_of, keep, on_step)
         handle = PreHook(graph_nodes, observer.before)
+    del graph_nodes
     trace._observed(None, observer)
     try:
         with gc_paused():
@@ -160,5 +170,4 @@ def observe_backward(
     finally:
         handle.remove()
         lifetimes = observer.finish()
-        observer.graph_nodes = []
         trace._observed(lifetimes)

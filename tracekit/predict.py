@@ -22,10 +22,10 @@ def reverse_order(record: Record) -> list[int]:
     """The order autograd's engine runs the trace's rules in (node indexes), from the graph alone:
     a rule is ready once every rule that feeds it a gradient has run; among ready rules the one
     whose forward op ran last goes first (the engine's priority by sequence number, one device)."""
-    nodes = record.nodes
-    waiting = [0] * len(nodes)
-    for node in nodes:
-        for i in node.inputs:
+    inputs = record.node_columns.inputs
+    waiting = [0] * len(inputs)
+    for ins in inputs:
+        for i in ins:
             if type(i) is int:
                 waiting[i] += 1
     roots = [i for i, _ in record.outputs if i is not None]
@@ -40,7 +40,7 @@ def reverse_order(record: Record) -> list[int]:
     while ready:
         k = -heapq.heappop(ready)
         order.append(k)
-        for i in nodes[k].inputs:
+        for i in inputs[k]:
             if type(i) is int:
                 waiting[i] -= 1
                 if waiting[i] == 0:
@@ -51,39 +51,47 @@ def reverse_order(record: Record) -> list[int]:
 def predict_lifetimes(record: Record, retain_graph: bool = False) -> Lifetimes:
     """Every residual's lifetime from the graph's structure: released after its own rule runs,
     its storage freed after the last rule reading it ran, unless a parameter, an output or a
-    named variable still holds it (or the graph is retained)."""
+    named variable still holds it (or the graph is retained). The Lifetime of each residual is
+    made when first read."""
     order = reverse_order(record)
     step_of = {node: k for k, node in enumerate(order)}
-    residuals = record.residuals
-    n_steps = len(order)
+    c = record.residual_columns
+    n, n_steps = len(c.node), len(order)
     if retain_graph:
-        lts = tuple(Lifetime(PREDICTED, note=fixed_note(record, i)) if fixed_note(record, i)
-                    else Lifetime(PREDICTED, held_by=RETAINED) for i in range(len(residuals)))
-        return Lifetimes(PREDICTED, tuple(order), lts, ((),) * n_steps, ((),) * n_steps, True)
-    released_at: list[int | None] = [None] * len(residuals)
+        def retained() -> tuple[Lifetime, ...]:
+            notes = [fixed_note(record, i) for i in range(n)]
+            return tuple(Lifetime(PREDICTED, note=note) if note else Lifetime(PREDICTED, held_by=RETAINED)
+                         for note in notes)
+        return Lifetimes(PREDICTED, tuple(order), retained, ((),) * n_steps, ((),) * n_steps, True)
+    released_at: list[int | None] = [None] * n
     released: list[list[int]] = [[] for _ in order]
-    for i, row in enumerate(residuals):
-        k = step_of.get(row.node)
-        if k is not None and row.status is Status.LIVE and row.place is not HeldIn.RECOMPUTED:
+    live, recomputed = Status.LIVE, HeldIn.RECOMPUTED
+    for i, (node, status, place) in enumerate(zip(c.node, c.status, c.place)):
+        k = step_of.get(node)
+        if k is not None and status is live and place is not recomputed:
             released_at[i] = k
             released[k].append(i)
-    freed_at: list[int | None] = [None] * len(record.storages)
+    holders = [storage_holder(record, j) for j in range(record.n_storages)]
+    freed_at: list[int | None] = [None] * len(holders)
     freed: list[list[int]] = [[] for _ in order]
-    for j, s in enumerate(record.storages):
-        steps = [released_at[i] for i in s.residuals]
-        if storage_holder(record, j) is not None or not steps or any(k is None for k in steps):
+    for j, members in enumerate(record.storage_columns.residuals):
+        steps = [released_at[i] for i in members]
+        if holders[j] is not None or not steps or any(k is None for k in steps):
             continue
         last = max(steps)  # type: ignore[type-var]
         freed_at[j] = last
         freed[last].append(j)
-    lts = []
-    for i, row in enumerate(residuals):
-        note = fixed_note(record, i)
-        if note is not None:
-            lts.append(Lifetime(PREDICTED, note=note))
-            continue
-        k = row.storage
-        free = freed_at[k] if k is not None else None
-        held = None if k is None or free is not None else (storage_holder(record, k) or OUTSIDE)
-        lts.append(Lifetime(PREDICTED, released_at[i], free, held))
-    return Lifetimes(PREDICTED, tuple(order), tuple(lts), tuple(map(tuple, released)), tuple(map(tuple, freed)))
+
+    def lifetimes() -> tuple[Lifetime, ...]:
+        lts = []
+        for i, k in enumerate(c.storage):
+            note = fixed_note(record, i)
+            if note is not None:
+                lts.append(Lifetime(PREDICTED, note=note))
+                continue
+            free = freed_at[k] if k is not None else None
+            held = None if k is None or free is not None else (holders[k] or OUTSIDE)
+            lts.append(Lifetime(PREDICTED, released_at[i], free, held))
+        return tuple(lts)
+
+    return Lifetimes(PREDICTED, tuple(order), lifetimes, tuple(map(tuple, released)), tuple(map(tuple, freed)))

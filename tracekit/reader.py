@@ -59,13 +59,13 @@ class _Data:
 
 
 def _field(name: str, doc: str) -> property:
-    """A property that reads the view's row field `name`."""
+    """A property that reads the field `name` of the view's row (from its column)."""
     get = attrgetter(name)
-    return property(lambda self: get(self._row), doc=doc)
+    return property(lambda self: get(self._c)[self._i], doc=doc)
 
 
 class _View:
-    __slots__ = ("_d", "_i", "_row")
+    __slots__ = ("_d", "_i", "_c")
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other._i == self._i and other._d is self._d  # type: ignore[attr-defined]
@@ -85,7 +85,7 @@ class Node(_View):
     __slots__ = ()
 
     def __init__(self, d: _Data, i: int) -> None:
-        self._d, self._i, self._row = d, i, d.record.nodes[i]
+        self._d, self._i, self._c = d, i, d.record.node_columns
 
     name = _field("name", "PyTorch's name, e.g. MulBackward0")
     op = _field("op", "the forward op, e.g. mul")
@@ -100,35 +100,36 @@ class Node(_View):
     @property
     def attributes(self) -> dict[str, Any]:
         """Non-tensor values the node saved (sizes, dims, scalars): shown, never counted as memory."""
-        return dict(self._row.attributes)
+        return dict(self._c.attributes[self._i])
 
     @property
     def residuals(self) -> list[Residual]:
         """The tensors this node saved, in slot order."""
-        d, row = self._d, self._row
-        return [Residual(d, j) for j in range(row.first, row.first + row.count)]
+        d, c, i = self._d, self._c, self._i
+        first = c.first[i]
+        return [Residual(d, j) for j in range(first, first + c.count[i])]
 
     @property
     def input_nodes(self) -> tuple[int, ...]:
         """The forward nodes feeding this one (their indices), in input order."""
-        return tuple(i for i in self._row.inputs if type(i) is int)
+        return tuple(i for i in self._c.inputs[self._i] if type(i) is int)
 
     @property
     def input_leaves(self) -> tuple[str, ...]:
         """The leaves feeding this one (their labels), in input order."""
-        return tuple(i for i in self._row.inputs if type(i) is str)
+        return tuple(i for i in self._c.inputs[self._i] if type(i) is str)
 
     def reads(self) -> list[Residual]:
         """The residuals this node's rule reads for the gradients that are needed (all of them
         for an op rules.py does not describe)."""
         residuals = self.residuals
-        if not residuals or not self._row.described:
+        if not residuals or not self._c.described[self._i]:
             return residuals
-        read = rules.slots_read_for(self._row.name, self._row.needs, tuple(r.slot for r in residuals))
+        read = rules.slots_read_for(self._c.name[self._i], self._c.needs[self._i], tuple(r.slot for r in residuals))
         return [r for r in residuals if r.slot in read]
 
     def __repr__(self) -> str:
-        return f"Node(#{self._i} {self._row.name})"
+        return f"Node(#{self._i} {self._c.name[self._i]})"
 
 
 class Residual(_View):
@@ -137,10 +138,15 @@ class Residual(_View):
     __slots__ = ()
 
     def __init__(self, d: _Data, i: int) -> None:
-        self._d, self._i, self._row = d, i, d.record.residuals[i]
+        self._d, self._i, self._c = d, i, d.record.residual_columns
 
     slot = _field("slot", "the slot name PyTorch uses, e.g. self, other, result")
-    shape = _field("shape", "the saved tensor's shape (None when not held)")
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        """The saved tensor's shape (None when not held)."""
+        shape = self._c.shape[self._i]
+        return None if shape is None else tuple(shape)
+
     dtype = _field("dtype", "e.g. float32")
     device = _field("device", "e.g. cpu, cuda:0")
     nbytes = _field("nbytes", "visible bytes: the elements this tensor shows")
@@ -160,19 +166,19 @@ class Residual(_View):
     @property
     def node(self) -> Node:
         """The node that saved it."""
-        return Node(self._d, self._row.node)
+        return Node(self._d, self._c.node[self._i])
 
     @property
     def storage(self) -> Storage | None:
         """The allocation it points into (None when not held)."""
-        k = self._row.storage
+        k = self._c.storage[self._i]
         return None if k is None else Storage(self._d, k)
 
     @property
     def status(self) -> Status:
         """Where autograd stands with it: as traced, RELEASED once an observed backward released it."""
         lt = self._d.observed_lifetime(self._i)
-        return Status.RELEASED if lt is not None and lt.released_at is not None else self._row.status
+        return Status.RELEASED if lt is not None and lt.released_at is not None else self._c.status[self._i]
 
     @property
     def lifetime(self) -> Lifetime:
@@ -205,35 +211,36 @@ class Residual(_View):
     def leaf_source(self) -> str | None:
         """Who made the value when no forward node did: a leaf's or constant's name, else its kind in
         words (`constant`, `parameter`, `input leaf`); None when the maker is a node or unknown."""
-        row = self._row
-        if row.from_node is not None:
+        c, i = self._c, self._i
+        if c.from_node[i] is not None:
             return None
-        if row.from_name is not None:
-            return row.from_name
-        return row.kind.value if row.kind in LEAF_KINDS else None
+        if c.from_name[i] is not None:
+            return c.from_name[i]
+        kind = c.kind[i]
+        return kind.value if kind in LEAF_KINDS else None
 
     @property
     def producer(self) -> int | str | None:
         """from_node, else leaf_source: the index of the node that made the value, or a leaf's name."""
-        return self._row.from_node if self._row.from_node is not None else self.leaf_source
+        return self._c.from_node[self._i] if self._c.from_node[self._i] is not None else self.leaf_source
 
     @property
     def held_in(self) -> str:
         """Where the value is kept, in words (a custom hook is named)."""
-        place, hook = self._row.place, self._row.hook
+        place, hook = self._c.place[self._i], self._c.hook[self._i]
         return place.value if hook is None else f"{place.value} {hook}"
 
     @property
     def pinned_nbytes(self) -> int | None:
         """Bytes of the whole allocation this residual keeps alive (None if the graph holds none)."""
-        k = self._row.storage
-        return None if k is None else self._d.record.storages[k].nbytes
+        k = self._c.storage[self._i]
+        return None if k is None else self._d.record.storage_columns.nbytes[k]
 
     @property
     def label(self) -> str:
         """`#index NodeName.slot`, e.g. `#0 MulBackward0.other`."""
-        node = self._row.node
-        return f"#{node} {self._d.record.nodes[node].name}.{self._row.slot}"
+        node = self._c.node[self._i]
+        return f"#{node} {self._d.record.node_columns.name[node]}.{self._c.slot[self._i]}"
 
     def __repr__(self) -> str:
         return f"Residual({self.label}, {self.shape}, {self.dtype})"
@@ -245,7 +252,7 @@ class Storage(_View):
     __slots__ = ()
 
     def __init__(self, d: _Data, i: int) -> None:
-        self._d, self._i, self._row = d, i, d.record.storages[i]
+        self._d, self._i, self._c = d, i, d.record.storage_columns
 
     key = _field("key", "device and base address (the storage object's identity without data)")
     nbytes = _field("nbytes", "bytes of the whole allocation")
@@ -259,7 +266,7 @@ class Storage(_View):
     def residuals(self) -> list[Residual]:
         """The residuals that point into it."""
         d = self._d
-        return [Residual(d, j) for j in self._row.residuals]
+        return [Residual(d, j) for j in self._c.residuals[self._i]]
 
     def expired(self) -> bool:
         """True once the allocation has really been freed (False for a loaded trace: not known)."""
@@ -277,12 +284,12 @@ class Step(_View):
 
     def __init__(self, d: _Data, lifetimes: Any, k: int) -> None:
         self._d, self._i, self._lt = d, k, lifetimes
-        self._row = lifetimes.order[k]
+        self._c = lifetimes.order[k]  # the node whose rule ran
 
     @property
     def node(self) -> Node:
         """The node whose rule ran."""
-        return Node(self._d, self._row)
+        return Node(self._d, self._c)
 
     @property
     def released(self) -> list[Residual]:
@@ -335,19 +342,19 @@ class TraceData:
     def nodes(self) -> list[Node]:
         """The forward ops, in forward order."""
         d = self._data
-        return self._cached("nodes", lambda: [Node(d, i) for i in range(len(d.record.nodes))])
+        return self._cached("nodes", lambda: [Node(d, i) for i in range(d.record.n_nodes)])
 
     @property
     def residuals(self) -> list[Residual]:
         """Every saved tensor of every node, in forward order."""
         d = self._data
-        return self._cached("residuals", lambda: [Residual(d, i) for i in range(len(d.record.residuals))])
+        return self._cached("residuals", lambda: [Residual(d, i) for i in range(d.record.n_residuals)])
 
     @property
     def storages(self) -> list[Storage]:
         """The distinct allocations residuals point into."""
         d = self._data
-        return self._cached("storages", lambda: [Storage(d, i) for i in range(len(d.record.storages))])
+        return self._cached("storages", lambda: [Storage(d, i) for i in range(d.record.n_storages)])
 
     @property
     def steps(self) -> list[Step]:
@@ -408,14 +415,15 @@ class TraceData:
     @property
     def saved_bytes(self) -> int:
         """Bytes of the distinct storages the graph holds through its residuals."""
-        return sum(s.nbytes for s in self.record.storages)
+        return sum(self.record.storage_columns.nbytes)
 
     @property
     def saved_bytes_by_device(self) -> dict[str, int]:
         """saved_bytes split by where the storages live (offloaded residuals count on the host)."""
         out: dict[str, int] = {}
-        for s in self.record.storages:
-            out[s.device] = out.get(s.device, 0) + s.nbytes
+        c = self.record.storage_columns
+        for device, nbytes in zip(c.device, c.nbytes):
+            out[device] = out.get(device, 0) + nbytes
         return out
 
     def graph_owned_storages(self) -> list[Storage]:
@@ -426,13 +434,13 @@ class TraceData:
     @property
     def visible_bytes(self) -> int:
         """Sum of the residuals' own element bytes: the naive estimate from shapes."""
-        return sum(r.nbytes or 0 for r in self.record.residuals)
+        return sum(n or 0 for n in self.record.residual_columns.nbytes)
 
     def summary(self) -> str:
         """One line: nodes, residuals, storages and bytes."""
         rec = self.record
         return (
-            f"{len(rec.nodes)} forward ops, {len(rec.residuals)} residuals in "
-            f"{len(rec.storages)} storages: pinned {format_bytes(self.saved_bytes)}, "
+            f"{rec.n_nodes} forward ops, {rec.n_residuals} residuals in "
+            f"{rec.n_storages} storages: pinned {format_bytes(self.saved_bytes)}, "
             f"visible {format_bytes(self.visible_bytes)}"
         ) + (f" ({self.without_data} tensors: predicted from shapes, no values)" if self.without_data else "")

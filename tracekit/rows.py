@@ -5,7 +5,7 @@ when the record is read (`Node`, `Residual`, ...) are in reader.py; `Trace` is i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any, NamedTuple
 
@@ -136,13 +136,37 @@ class StorageRow(NamedTuple):
     leaf_role: Role | None  # INPUT or PARAMETER when a leaf that gets a gradient owns it
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """Everything a trace knows, as plain immutable data (see docs/trace-format.md)."""
+def _columns(name: str, row: type) -> Any:
+    """A NamedTuple type with one tuple per field of `row`: a table stored by column."""
+    return NamedTuple(name, [(f, tuple) for f in row._fields])  # type: ignore[misc]
 
-    nodes: tuple[NodeRow, ...]
-    residuals: tuple[ResidualRow, ...]
-    storages: tuple[StorageRow, ...]
+
+NodeColumns = _columns("NodeColumns", NodeRow)
+ResidualColumns = _columns("ResidualColumns", ResidualRow)
+StorageColumns = _columns("StorageColumns", StorageRow)
+
+
+def columns_of(kind: Any, rows: Any) -> Any:
+    """A table's columns (`kind`: NodeColumns, ...) from its rows."""
+    rows = tuple(rows)
+    if not rows:
+        return kind(*(() for _ in kind._fields))
+    return kind(*zip(*rows))
+
+
+def _plain_shape(shape: Any) -> tuple[int, ...] | None:
+    return None if shape is None else tuple(shape)
+
+
+@dataclass(frozen=True)
+class Record:
+    """Everything a trace knows, as plain immutable data (see docs/trace-format.md): the nodes,
+    residuals and storages stored by column (one tuple per field, `node_columns.name[i]`); their rows
+    (`nodes`, `residuals`, `storages`: NodeRow, ResidualRow, StorageRow) are made when first read."""
+
+    node_columns: Any  # NodeColumns
+    residual_columns: Any  # ResidualColumns
+    storage_columns: Any  # StorageColumns
     leaves: tuple[tuple[str, str], ...]  # leaf label -> description (role, shape, dtype)
     leaf_roles: tuple[tuple[str, Role], ...]
     outputs: tuple[tuple[int | None, str | None], ...]  # per traced output: its node, the caller's name
@@ -151,3 +175,50 @@ class Record:
     without_data: str | None  # "meta" or "fake": shapes and bytes only, no values
     cache: tuple[CachedValue, ...] = ()  # what a selective-checkpoint policy keeps (diff.py)
     version: int = FORMAT_VERSION
+    _rows: dict[str, tuple[Any, ...]] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_rows(cls, nodes: Any, residuals: Any, storages: Any, *rest: Any) -> Record:
+        """A record from its rows (NodeRow, ResidualRow, StorageRow) and the other fields in order."""
+        return cls(columns_of(NodeColumns, nodes), columns_of(ResidualColumns, residuals),
+                   columns_of(StorageColumns, storages), *rest)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Record, tuple(getattr(self, f.name) for f in fields(self) if f.name != "_rows"))
+
+    def _table(self, what: str, row: Any, columns: Any) -> tuple[Any, ...]:
+        made = self._rows.get(what)
+        if made is None:
+            made = self._rows[what] = tuple(map(row._make, zip(*columns))) if columns[0] else ()
+        return made
+
+    @property
+    def nodes(self) -> tuple[NodeRow, ...]:
+        """One row per forward op, in forward order (made when first read)."""
+        return self._table("nodes", NodeRow, self.node_columns)
+
+    @property
+    def residuals(self) -> tuple[ResidualRow, ...]:
+        """One row per saved tensor, in forward order (made when first read)."""
+        c = self.residual_columns  # shapes are kept as torch.Size: a row shows a plain tuple
+        return self._table("residuals", ResidualRow, c._replace(shape=tuple(map(_plain_shape, c.shape))))
+
+    @property
+    def storages(self) -> tuple[StorageRow, ...]:
+        """One row per allocation residuals point into (made when first read)."""
+        return self._table("storages", StorageRow, self.storage_columns)
+
+    @property
+    def n_nodes(self) -> int:
+        """How many forward ops."""
+        return len(self.node_columns.name)
+
+    @property
+    def n_residuals(self) -> int:
+        """How many saved tensors."""
+        return len(self.residual_columns.node)
+
+    @property
+    def n_storages(self) -> int:
+        """How many allocations."""
+        return len(self.storage_columns.key)

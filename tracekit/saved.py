@@ -26,7 +26,7 @@ from .internals import (
 from .rows import HeldIn, Status
 
 __all__ = ["SavedSlot", "attributes", "checkpoint_cache", "is_custom_function", "raw_slot", "released",
-           "saved_slots", "slot_names"]
+           "saved_slots", "saved_values", "slot_names"]
 
 
 @dataclass(slots=True)
@@ -156,3 +156,33 @@ def saved_slots(node: Any) -> list[SavedSlot]:
                 continue
         out.append(_read_raw(node, name, raw, lambda a=value_attr: getattr(node, a)))
     return [s for s in out if s.status is not Status.NOT_SAVED]
+
+
+_LIVE, _GRAPH = Status.LIVE, HeldIn.GRAPH
+
+
+def saved_values(node: Any) -> list[tuple[Any, ...]]:
+    """saved_slots(node) as plain tuples (slot, status, tensor, place, error, hook): what the build
+    reads, without an object per slot for the common case (a plain saved tensor)."""
+    if is_custom_function(node):
+        return [(s.slot, s.status, s.tensor, s.place, s.error, s.hook) for s in saved_slots(node)]
+    out: list[tuple[Any, ...]] = []
+    for name, raw_attr, value_attr in tensor_attributes(type(node)):  # self, other, result, ...
+        raw = getattr(node, raw_attr)
+        if raw is not None and not isinstance(raw, (tuple, list)) and raw.unpack_hook is None:
+            try:
+                value = getattr(node, value_attr)
+            except RuntimeError:  # released or modified in place: _read_raw tells which
+                pass
+            else:
+                if value is not None:
+                    out.append((name, _LIVE, value, _GRAPH, None, None))
+                continue
+        if isinstance(raw, (tuple, list)):
+            found = [_read_raw(node, f"{name}[{i}]", item, lambda i=i, a=value_attr: getattr(node, a)[i])
+                     for i, item in enumerate(raw)]
+        else:
+            found = [_read_raw(node, name, raw, lambda a=value_attr: getattr(node, a))]
+        out += [(s.slot, s.status, s.tensor, s.place, s.error, s.hook) for s in found
+                if s.status is not Status.NOT_SAVED]
+    return out

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from .internals import drop_weak_ref, fake_tensor_type, storage_identity, weak_expired, weak_ref
+from .internals import drop_weak_ref, fake_tensor_type, storage_identity, storage_weak_ref, weak_expired, weak_ref
 
-__all__ = ["drop_weak_ref", "weak_expired", "weak_ref"]  # storage weak references live in internals.py
+# storage weak references live in internals.py
+__all__ = ["drop_weak_ref", "storage_weak_ref", "weak_expired", "weak_ref"]
 
 StorageKey = tuple[str, int]
 

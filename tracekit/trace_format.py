@@ -111,7 +111,7 @@ def from_dict(data: dict[str, Any]) -> tuple[Record, Lifetimes | None]:
     if data.get("version") != FORMAT_VERSION:
         raise TraceFormatError(f"this trace file is format version {data.get('version')}; this tracekit reads "
                                f"version {FORMAT_VERSION}: load it with the tracekit that wrote it.")
-    record = Record(
+    record = Record.from_rows(
         _rows(data["nodes"], NodeRow, {}),
         _rows(data["residuals"], ResidualRow, {"place": HeldIn, "status": Status, "kind": Role,
                                                "modified_by": _mutations}),

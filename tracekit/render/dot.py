@@ -105,23 +105,31 @@ def _shown(trace: TraceData, max_nodes: int) -> tuple[set[int], list[Node], str]
     """Which node indexes are drawn, which collapse into one box, and a sentence saying so.
     Repeated blocks (identical layers) keep their first copy; otherwise the middle of a long
     trace collapses."""
-    n = len(trace.nodes)
+    names = trace.record.node_columns.name
+    n = len(names)
     if n <= max_nodes:
         return set(range(n)), [], ""
-    found = _repeats([node.name for node in trace.nodes])
+    found = _repeats(list(names))
     if found is not None:
         start, period, count = found
         first_end, repeats_end = start + period, start + count * period
         keep = set(range(first_end)) | set(range(repeats_end, n))
         if len(keep) <= 2 * max_nodes:
-            hidden = [node for node in trace.nodes if node.index not in keep]
+            hidden = _nodes_outside(trace, keep)
             return keep, hidden, (f"{count} repeated blocks of {period} nodes: showing the first, "
                                   f"{count - 1} blocks ({len(hidden)} nodes) collapsed")
     head = max_nodes // 2
     keep = set(range(head)) | set(range(n - (max_nodes - head), n))
-    hidden = [node for node in trace.nodes if node.index not in keep]
-    ops = ", ".join(f"{op} ×{k}" for op, k in Counter(node.op for node in hidden).most_common(4))
+    hidden = _nodes_outside(trace, keep)
+    ops_of = trace.record.node_columns.op
+    ops = ", ".join(f"{op} ×{k}" for op, k in Counter(ops_of[node.index] for node in hidden).most_common(4))
     return keep, hidden, f"showing {len(keep)} of {n} nodes; {len(hidden)} collapsed ({ops}, ...)"
+
+
+def _nodes_outside(trace: TraceData, keep: set[int]) -> list[Node]:
+    """The nodes not in `keep`, in forward order."""
+    d = trace._data
+    return [Node(d, i) for i in range(trace.record.n_nodes) if i not in keep]
 
 
 def _view_runs(trace: TraceData, keep: set[int], outputs: set[int]) -> dict[int, str]:
@@ -135,9 +143,10 @@ def _view_runs(trace: TraceData, keep: set[int], outputs: set[int]) -> dict[int,
             groups.update({i: f"v{run[0]}" for i in run})
         run.clear()
 
-    for node in trace.nodes:
-        if node.index in keep and node.name in VIEWS and not node.residuals and node.index not in outputs:
-            run.append(node.index)
+    c = trace.record.node_columns
+    for i, (name, count) in enumerate(zip(c.name, c.count)):
+        if i in keep and name in VIEWS and not count and i not in outputs:
+            run.append(i)
         else:
             close()
     close()
@@ -198,7 +207,7 @@ class _Plan:
         self.leaf_role = dict(trace.leaf_roles)
         # leaves: label -> consumer node index (its first forward consumer that is drawn)
         self.leaf_at: dict[str, int] = {}
-        kept = [trace.nodes[i] for i in sorted(keep)]
+        kept = [Node(trace._data, i) for i in sorted(keep)]
         for node in kept:
             for src in node.input_leaves:
                 self.leaf_at.setdefault(src, node.index)
@@ -273,7 +282,7 @@ def _estimate_lr_width_pt(trace: TraceData, plan: _Plan, step_of: dict[int, int]
     total = 0.0
     columns = sorted(plan.keep)
     for i in columns:
-        node = trace.nodes[i]
+        node = Node(trace._data, i)
         texts = [_rule_label(trace, node, step_of, LANE_RULE_CHARS), f"#{i} {node.op}\n{node.source or ''}"]
         widest = max(len(line) for t in texts for line in t.split("\n"))
         total += widest * _CHAR_PT + 16 + 24
@@ -286,9 +295,9 @@ def _estimate_lr_width_pt(trace: TraceData, plan: _Plan, step_of: dict[int, int]
 def _lifetime_strip(trace: TraceData, plan: _Plan) -> str:
     """HTML rows: one bar per residual from the op that saved it to the step that released it
     (solid), then pale while something else still holds its memory."""
-    nodes = [trace.nodes[i] for i in sorted(plan.keep)]
+    nodes = [Node(trace._data, i) for i in sorted(plan.keep)]
     residuals = [r for node in nodes for r in node.residuals]
-    n = len(trace.nodes)
+    n = trace.record.n_nodes
     lifetimes = None if plan.hidden or not residuals or len(residuals) > STRIP_MAX_ROWS else trace.lifetimes()
     m = len(lifetimes.order) if lifetimes is not None else 0
     if lifetimes is None or n + m > STRIP_MAX_SLOTS:
@@ -360,11 +369,14 @@ def _no_strip() -> str:
 
 def _strip_fits(trace: TraceData, plan: _Plan, width: int) -> bool:
     """Whether the lifetime strip fits `width` at full size (else the drawing points to tr.timeline())."""
-    residuals = [r for i in sorted(plan.keep) for r in trace.nodes[i].residuals]
+    residuals = [r for i in sorted(plan.keep) for r in Node(trace._data, i).residuals]
     if not residuals:
         return True
+    n = trace.record.n_nodes  # a slot per forward op at least: past 12 slots each is 13 px + 3
+    if n > 12 and n * (13 + 3) + 40 > width:
+        return False  # too wide whatever the lifetimes say: none is predicted to find that out
     lifetimes = trace.lifetimes()
-    slots = len(trace.nodes) + len(lifetimes.order)
+    slots = trace.record.n_nodes + len(lifetimes.order)
     cell = 22 if slots <= 12 else 13
     name = max(len(_residual_name(r)) for r in residuals)
     free = max(len(_free_words(lifetimes, r)) for r in residuals)
@@ -397,7 +409,7 @@ def _node_line(node_id: str, **attrs: str) -> str:
 
 def _plain_lifetimes(trace: TraceData, plan: _Plan) -> list[str]:
     """The lifetime strip in words, for renderers without HTML labels (the WebAssembly build)."""
-    residuals = [r for i in sorted(plan.keep) for r in trace.nodes[i].residuals]
+    residuals = [r for i in sorted(plan.keep) for r in Node(trace._data, i).residuals]
     if plan.hidden or not residuals or len(residuals) > STRIP_MAX_ROWS:
         return ["lifetimes: tr.table() lists every free point"]
     lifetimes = trace.lifetimes()
@@ -446,11 +458,11 @@ class _Layout:
 def _layout(trace: TraceData, max_nodes: int, width: int, fold: bool | None) -> _Layout | None:
     """Stage 1: what to draw and how to lay it out for `width` px; None when only laying out both ways
     and measuring can tell (a lanes drawing near the width)."""
-    n = len(trace.nodes)
+    n = trace.record.n_nodes
     groups = _view_runs(trace, set(range(n)), {i for i, _ in _outputs(trace)}) if n > VIEW_RUN_FROM else {}
     if groups and n - len(groups) + len(set(groups.values())) <= max_nodes:
         keep = set(range(n)) - set(groups)
-        hidden = [node for node in trace.nodes if node.index in groups]
+        hidden = _nodes_outside(trace, keep)
         collapsed = (f"{len(hidden)} view/reshape ops that save nothing drawn as {len(set(groups.values()))} "
                      "boxes (tr.text() lists each)")
     else:
@@ -552,14 +564,15 @@ class _Dot:
         members: dict[str, list[Node]] = {}
         for node in self.layout.hidden:
             members.setdefault(groups.get(node.index, COLLAPSED), []).append(node)
-        for node in trace.nodes:
-            i = node.index
+        d = trace._data
+        for i in range(trace.record.n_nodes):
             if i not in keep:
                 box = groups.get(i, COLLAPSED)
                 if box not in boxes_done:
                     boxes_done.add(box)
                     self.box(box, members[box])
                 continue
+            node = Node(d, i)
             ran = {} if i in step_of or not trace.steps else {"fontcolor": "#999999"}
             lane = {} if lanes else {"group": "reverse"}  # folded: each lane a straight column
             label = _rule_label(trace, node, step_of, LANE_RULE_CHARS if lanes else RULE_CHARS)
@@ -626,22 +639,27 @@ class _Dot:
         """Forward edges, and the reverse lane mirrored (gradient from a consumer's rule to its producer's)."""
         plan, keep, add = self.plan, self.keep, self.out.append
         drawn: set[tuple[str, str]] = set()
-        lane_pos = {fid: k for k, fid in enumerate(dict.fromkeys(plan.fid(i) for i in range(len(self.trace.nodes))))}
-        for node in self.trace.nodes:
-            if node.index not in keep and all(s not in keep for s in node.input_nodes):
+        group = plan.group
+        lane_pos: dict[str, int] = {}
+        for i in range(self.trace.record.n_nodes):
+            fid = f"f{i}" if i in keep else f"f_{group.get(i, COLLAPSED)}"
+            if fid not in lane_pos:
+                lane_pos[fid] = len(lane_pos)
+        for index, inputs in enumerate(self.trace.record.node_columns.inputs):
+            if index not in keep and all(type(s) is not int or s not in keep for s in inputs):
                 continue  # inside the collapsed box
-            for src in node.inputs:
+            for src in inputs:
                 if type(src) is str:  # a leaf (Node.inputs keeps the input order: leaves and nodes mixed)
-                    if node.index not in keep:
+                    if index not in keep:
                         continue
                     lid = plan.lid(src)
                     if src in plan.left:
-                        add(f"{lid} -> {plan.fid(node.index)} {_attrs(color=FORWARD)}")
-                    elif plan.leaf_at.get(src) != node.index and (lid, plan.fid(node.index)) not in drawn:
-                        add(f"{lid} -> {plan.fid(node.index)} {_attrs(color=FORWARD, constraint='false')}")
-                    drawn.add((lid, plan.fid(node.index)))
+                        add(f"{lid} -> {plan.fid(index)} {_attrs(color=FORWARD)}")
+                    elif plan.leaf_at.get(src) != index and (lid, plan.fid(index)) not in drawn:
+                        add(f"{lid} -> {plan.fid(index)} {_attrs(color=FORWARD, constraint='false')}")
+                    drawn.add((lid, plan.fid(index)))
                     continue
-                a, b = plan.fid(src), plan.fid(node.index)
+                a, b = plan.fid(src), plan.fid(index)
                 if a == b or (a, b) in drawn:
                     continue
                 drawn.add((a, b))
@@ -649,7 +667,7 @@ class _Dot:
                 if not self.lanes and abs(lane_pos.get(a, 0) - lane_pos.get(b, 0)) > 1:
                     self.long_gradients += 1  # folded: a long gradient edge mirrors its forward edge; drawn once
                     continue
-                add(f"{plan.rid(src)} -> {plan.rid(node.index)} {_attrs(color=REVERSE, dir='back')}")
+                add(f"{plan.rid(src)} -> {plan.rid(index)} {_attrs(color=REVERSE, dir='back')}")
 
     def residual_style(self, r: Residual, heavy: set[Residual]) -> dict[str, str]:
         """A residual edge's look: dashed, labelled with the bytes it pins; the heaviest thick."""
@@ -668,13 +686,12 @@ class _Dot:
     def residual_edges(self) -> None:
         """Residual edges: from the saved value to the rule that reads it, labelled with the bytes it pins."""
         plan, keep, lanes, add = self.plan, self.keep, self.lanes, self.out.append
-        drawn_residuals = [r for node in self.trace.nodes if node.index in keep for r in node.residuals]
+        kept = [Node(self.trace._data, i) for i in sorted(keep)]
+        drawn_residuals = [r for node in kept for r in node.residuals]
         least = min((r.pinned_nbytes or 0 for r in drawn_residuals), default=0)
         heavy = set(sorted((r for r in drawn_residuals if (r.pinned_nbytes or 0) > least),
                            key=lambda r: -(r.pinned_nbytes or 0))[:HEAVY]) if len(drawn_residuals) > HEAVY else set()
-        for node in self.trace.nodes:
-            if node.index not in keep:
-                continue
+        for node in kept:
             i = node.index
             for r in node.residuals:
                 src = plan.residual_source(r)
