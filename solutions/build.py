@@ -24,6 +24,7 @@ sys.path.insert(0, str(HERE))
 from answers import SOLUTIONS  # noqa: E402
 
 import tracekit.exercises as ex  # noqa: E402
+from tracekit.course import KERNELSPEC  # noqa: E402
 from tracekit.exercises.base import lesson_link  # noqa: E402
 
 
@@ -61,7 +62,7 @@ def notebook(exercise: ex.Exercise, with_answers: bool) -> nbformat.NotebookNode
     for i, cell in enumerate(cells):  # stable ids: a rebuild changes only what changed
         cell.id = f"{exercise.id}-cell-{i}"
     book = new_notebook(cells=cells)
-    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    book.metadata["kernelspec"] = dict(KERNELSPEC)
     book.metadata["tracekit"] = {"exercise": exercise.id}
     return book
 

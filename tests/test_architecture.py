@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"errors", "derivatives"},
     {"internals"},
     {"storage", "rules", "keeper", "progress", "models", "transformer", "cost", "render", "render.figures",
-     "serve"},
+     "serve", "course_history"},
     {"rows", "memory", "render.svg", "course"},
     {"lifetimes", "live"},
     {"predict", "saved", "frames"},

@@ -331,6 +331,33 @@ def test_process_disk_and_memory_limits_hold_for_the_whole_sandbox():
 
 
 @needs_isolation
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_what_the_student_process_holds(monkeypatch, start):
+    """From inside, on both paths: no capability in any set, no new privileges, not PID 1, a uid of
+    its own, a hostname, namespaces of its own (none shared with the grader), and a descriptor table
+    of stdin/stdout/stderr plus the runner's two pipe ends."""
+    monkeypatch.setenv("TRACEKIT_SANDBOX", start)
+    look = ("import os, socket\nst = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
+            f"{DATA_A} = [st[k].strip() for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs')]\n"
+            f"{DATA_B} = [os.getpid(), os.getuid(), socket.gethostname(), "
+            "{n: os.readlink(f'/proc/self/ns/{n}') for n in ('mnt', 'pid', 'net', 'ipc', 'uts', 'user')}, "
+            "[os.readlink(f'/proc/self/fd/{fd}') for fd in os.listdir('/proc/self/fd') "
+            "if os.path.lexists(f'/proc/self/fd/{fd}')]]\n")
+    inputs = {q.name: q.draw(__import__("random").Random(1)) for q in get("ex01").questions}
+    ran = sandbox.run([look], "ex01", inputs, timeout=240, memory_mb=3072)
+    assert ran.start == start
+    assert ran.observations["q1"]["value"] == ["0000000000000000"] * 5 + ["1"]
+    pid, uid, host, spaces, fds = ran.observations["q2"]["value"]
+    assert pid != 1 and uid in SANDBOX_UIDS and host == "tracekit-sandbox"
+    ours = {n: os.readlink(f"/proc/self/ns/{n}") for n in spaces}
+    assert all(spaces[n] != ours[n] for n in spaces), (spaces, ours)
+    # stdin (/dev/null), stdout + stderr, the runner's channel and the grader's word (pipes), IPython's history
+    # database on the sandbox's own tmpfs (and the folder listdir had open): nothing of the grader's or the parent's
+    assert fds[0] == "/dev/null" and sum(f.startswith("pipe:") for f in fds) == 4, fds
+    assert all(f.startswith(("pipe:", "/dev/null", "/tmp/home/.ipython/", "/proc/")) for f in fds), fds
+
+
+@needs_isolation
 @pytest.mark.parametrize("line", [b"{}\n", b"[" + b"{}," * 4000 + b"{}]\n"], ids=["many-lines", "many-items"])
 def test_output_is_capped_by_items_not_only_bytes(line):
     """Millions of tiny JSON values on the grader's own channel (its descriptor found through the

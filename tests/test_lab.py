@@ -1,6 +1,7 @@
 """The sigmoid-neuron lab: its logic, and its widget driven without a browser."""
 
 import html
+import math
 import re
 
 import pytest
@@ -133,7 +134,8 @@ def test_widget_buttons_and_inputs_without_a_browser():
     assert (lab.x.value, lab.w.value, lab.model.ready) == ("", "", False)
     assert "set both x and w" in lab.view.value
     bundle = lab._repr_mimebundle_()
-    assert bundle["text/plain"].startswith("x = not set, w = not set")
+    note, rest = bundle["text/plain"].split("\n", 1)  # what a reopened notebook shows: it says how to get the lab
+    assert "Run this cell" in note and "reopened" in note and rest.startswith("x = not set, w = not set")
     assert "application/vnd.jupyter.widget-view+json" in bundle
 
 
@@ -201,3 +203,51 @@ def test_an_invalid_guess_after_the_tape_ran_is_answered():
     lab.guess["z"].value = "-1.5"  # a negative guess is a guess
     lab.predict_button.click()
     assert ("z", "-1.5", "1.5000", "-3.0000") in _rows(lab.view.value)
+
+
+# what float32 cannot hold, typed into x (w = 2): the words the refusal says
+FLOAT32_CANNOT = {"1e-50": "would compute with 0", "-1e-50": "would compute with 0",
+                  "1e-45": "a subnormal number", "-3e-39": "a subnormal number", "1e-39": "a subnormal number",
+                  "3.5e38": "not a finite float32", "-1e300": "not a finite float32", "nan": "not a finite float32",
+                  "-inf": "not a finite float32"}
+
+
+@pytest.mark.parametrize("text", list(FLOAT32_CANNOT))
+def test_what_float32_cannot_hold_is_refused_not_silently_changed(text):
+    """The tape computes in float32: an x it would hold as 0, as a subnormal, or as ±inf is refused."""
+    held = torch.tensor(float(text), dtype=torch.float32).item()
+    assert held != float(text) or not math.isfinite(held)  # float32 really cannot hold it (measured)
+    m = SigmoidNeuron()
+    m.enter("w", "2")
+    m.enter("x", "1")
+    m.run()
+    assert m.enter("x", text) is False and FLOAT32_CANNOT[text] in m.message and "x is still 1" in m.message
+    assert m.x == 1.0 and m.z == pytest.approx(1.5)
+    assert "1.2e-38" in m.message or "3.4e38" in m.message  # what would be accepted
+
+
+@pytest.mark.parametrize(("text", "computes_with"), [("16777217", "16777216"), ("0.123456789", "0.12345679"),
+                                                      ("1.00000001", "1")])
+def test_a_value_float32_rounds_says_the_value_the_tape_computes_with(text, computes_with):
+    m = SigmoidNeuron()
+    m.enter("w", "1")
+    assert m.enter("x", text) and f"x = {text} (the float32 tape computes with {computes_with}) set" in m.message
+    m.run()
+    assert m.x == torch.tensor(float(text)).item() == torch.tensor(float(computes_with)).item()  # the tape's value
+    assert m.z == pytest.approx(float(computes_with) - 0.5)
+
+
+@pytest.mark.parametrize("text", ["0.1", "-2.5", "1.2e-38", "3.4e38", "0", "1e-20"])
+def test_a_value_float32_holds_as_typed_is_set_without_a_note(text):
+    m = SigmoidNeuron()
+    assert m.enter("x", text) and m.message.startswith(f"x = {text} set") and "float32" not in m.message
+    assert m.x == torch.tensor(float(text)).item()
+
+
+@pytest.mark.parametrize(("x", "w"), [("1e20", "1e20"), ("-3e38", "2"), ("2", "3e38")])
+def test_a_product_that_overflows_float32_is_refused(x, w):
+    assert not math.isfinite((torch.tensor(float(x)) * torch.tensor(float(w))).item())  # it does overflow
+    m = SigmoidNeuron()
+    assert m.enter("x", x)
+    assert m.enter("w", w) is False and "overflow" in m.message and "w is still not set" in m.message
+    assert not m.ready

@@ -62,13 +62,18 @@ def test_each_variant_against_the_sealed_key(student_install, exercise_id, overr
 
 def test_where_the_self_check_runs(tmp_path, monkeypatch):
     """The judges' folder decides: there (a checkout), absent (a student's wheel: the sealed key), or
-    there but empty (covered inside a grading sandbox: the self-check does not run)."""
+    there but empty (covered inside a grading sandbox: the self-check does not run); so does the sandbox's
+    runner running the cells."""
     assert sealed.judges_here() and not sealed.being_graded()
     monkeypatch.setattr(sealed, "JUDGES_DIR", tmp_path / "judges")
     assert not sealed.judges_here() and not sealed.being_graded()
     (tmp_path / "judges").mkdir()
     assert not sealed.judges_here() and sealed.being_graded()
     assert tk.check("ex03", {}).note == "The self-check does not run here: this notebook is being graded."
+    monkeypatch.setattr(sealed, "JUDGES_DIR", tmp_path / "absent")
+    assert not sealed.being_graded()
+    monkeypatch.setitem(sys.modules, "tracekit.grading.runner", sys.modules["tracekit"])  # the sandbox's runner
+    assert sealed.being_graded()
 
 
 def test_blank_notebooks_score_zero_against_the_key(student_install, capsys):

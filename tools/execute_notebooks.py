@@ -18,6 +18,9 @@ import nbformat
 from nbclient import NotebookClient
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tracekit.course import KERNELSPEC  # noqa: E402
 
 
 def execute(path: pathlib.Path, timeout: int = 300) -> float:
@@ -36,6 +39,7 @@ def execute(path: pathlib.Path, timeout: int = 300) -> float:
     client.execute()
     for cell in book.cells:
         cell.metadata.pop("execution", None)
+    book.metadata["kernelspec"] = dict(KERNELSPEC)  # as JupyterLab writes it: opening the lesson changes nothing
     nbformat.write(book, path)
     return time.perf_counter() - started
 

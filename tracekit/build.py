@@ -107,9 +107,9 @@ class _Builder:
         self.leaf_roles: dict[str, Role] = {}
         self.label_of: dict[Any, str] = {}  # leaf node -> its label (each leaf is looked up once)
         self.storage_index: dict[StorageKey, int] = {}
-        self.storage_cols: list[list[Any]] = [[] for _ in StorageColumns._fields]  # residuals: lists while building
+        self.storage_rows: list[tuple[Any, ...]] = []  # one tuple per storage (its residuals: a list while building)
         self.weaks: list[int] = []  # one weak reference per storage
-        self.res: list[list[Any]] = [[] for _ in ResidualColumns._fields]  # one list per ResidualRow field
+        self.res: list[tuple[Any, ...]] = []  # one plain tuple per residual: the columns are these, transposed
         self.position: dict[Any, int] = {}
         self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
         self.backend = backend_of_outputs(outputs)  # "meta" / "fake": a trace without data
@@ -126,21 +126,23 @@ class _Builder:
         sources = [self.sources[o] if o >= 0 else (None, None) for o in owners] if owners is not None else None
         modules = self.modules
         bar = Progress(len(graph_nodes), "tracing nodes", progress)
-        nodes: list[list[Any]] = [[] for _ in NodeColumns._fields]  # one list per NodeRow field
+        nodes: list[tuple[Any, ...]] = []  # one plain tuple per node (no module yet): transposed below
         for i, gnode in enumerate(graph_nodes):
             bar.update(i)
             self.node(nodes, gnode, i, nexts[i], sources[i] if sources else (None, None))
         bar.close()
         n = len(graph_nodes)
-        nodes[-1] = [modules.get(o) for o in owners] if owners is not None and modules else [None] * n
+        node_columns = [*zip(*nodes)] if nodes else [() for _ in NodeColumns._fields[:-1]]
+        node_columns.append(tuple(modules.get(o) for o in owners) if owners is not None and modules else (None,) * n)
         output_names = [self.names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
                         for t in self.outputs]
         position = self.position
-        storages = self.storage_cols
-        storages[3] = [tuple(members) for members in storages[3]]
+        storages = [*zip(*self.storage_rows)] if self.storage_rows else [() for _ in StorageColumns._fields]
+        if storages[3]:
+            storages[3] = tuple(tuple(members) for members in storages[3])
+        residuals = ResidualColumns(*(zip(*self.res) if self.res else (() for _ in ResidualColumns._fields)))
         record = Record(
-            NodeColumns(*map(tuple, nodes)), ResidualColumns(*map(tuple, self.res)),
-            StorageColumns(*map(tuple, storages)),
+            NodeColumns(*node_columns), residuals, StorageColumns(*storages),
             tuple(self.leaves.items()), tuple(self.leaf_roles.items()),
             tuple((position.get(t.grad_fn), name) for t, name in zip(self.outputs, output_names)),
             self.sources is not None, tuple(self.mutations), self.backend, self.cache(graph_nodes))
@@ -153,7 +155,7 @@ class _Builder:
     def cache(self, graph_nodes: list[Any]) -> tuple[CachedValue, ...]:
         """What a selective-checkpoint policy keeps for the checkpointed regions (looked for only
         when a residual is recomputed: the regions' saved values carry checkpoint hooks)."""
-        if HeldIn.RECOMPUTED not in self.res[ResidualColumns._fields.index("place")]:
+        if not any(r[_PLACE] is HeldIn.RECOMPUTED for r in self.res):
             return ()
         found, seen = [], set()
         for op, t in checkpoint_cache(graph_nodes):
@@ -178,9 +180,9 @@ class _Builder:
         self.label_of[leaf_node] = label
         return label
 
-    def node(self, cols: list[list[Any]], gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...],
+    def node(self, rows: list[tuple[Any, ...]], gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...],
              source: tuple[str | None, str | None]) -> None:
-        """One forward op with its residuals, appended to the columns (`nexts`: its next_functions;
+        """One forward op with its residuals, appended as plain tuples (`nexts`: its next_functions;
         `source`: line and call)."""
         position = self.position
         where, call = source
@@ -192,22 +194,11 @@ class _Builder:
         name, op, by_slot, rule_of = info
         if op is None:  # a custom Function: its name is its class's
             op = op_name(gnode)
-        first = len(self.res[0])
+        first = len(self.res)
         for saved in saved_values(gnode):
             self.residual(i, gnode, saved, by_slot, rule_of)
-        (c_name, c_op, c_source, c_call, c_inputs, c_first, c_count, c_attrs, c_described, c_needs,
-         c_note, _) = cols
-        c_name.append(name)
-        c_op.append(op)
-        c_source.append(where)
-        c_call.append(call)
-        c_inputs.append(inputs)
-        c_first.append(first)
-        c_count.append(len(self.res[0]) - first)
-        c_attrs.append(_plain_attributes(attributes(gnode)))
-        c_described.append(by_slot is not None)
-        c_needs.append(tuple(n is not None for n, _ in nexts))
-        c_note.append(None)
+        rows.append((name, op, where, call, inputs, first, len(self.res) - first, _plain_attributes(attributes(gnode)),
+                     by_slot is not None, tuple(n is not None for n, _ in nexts), None))
 
     def residual(self, node: int, gnode: Any, saved: tuple[Any, ...], by_slot: dict[str, str] | None,
                  rule_of: dict[str, str]) -> None:
@@ -234,7 +225,7 @@ class _Builder:
             version, saved_version, modified_by = self.modification(error or "", key, version)
         res = self.res
         if storage is not None:
-            self.storage_cols[3][storage].append(len(res[0]))
+            self.storage_rows[storage][3].append(len(res))
         if t is None:
             shape = dtype = device = nbytes = preview = None
         else:
@@ -244,10 +235,8 @@ class _Builder:
         rule = rule_of.get(slot)
         if rule is None:
             rule = rules.rule_text(slot, by_slot)
-        for column, value in zip(res, (node, slot, shape, dtype, device, nbytes, storage, role, rule, from_node,
-                                       from_name, place, status, version, error, saved_version, preview,
-                                       modified_by, kind, hook)):
-            column.append(value)
+        res.append((node, slot, shape, dtype, device, nbytes, storage, role, rule, from_node, from_name, place,
+                    status, version, error, saved_version, preview, modified_by, kind, hook))
 
     def storage(self, key: StorageKey, t: torch.Tensor, device: str | None = None,
                 storage_object: Any = None) -> int:
@@ -266,11 +255,9 @@ class _Builder:
             leaf_role = _leaf_role(t, is_param)
         if storage_object is None:
             storage_object = t.untyped_storage()
-        cols = self.storage_cols
-        index = self.storage_index[key] = len(cols[0])
-        for column, value in zip(cols, (key, storage_object.nbytes(), device or device_text(t.device), [],
-                                        (var,) if var else (), bool(is_param), key in self.output_keys, leaf_role)):
-            column.append(value)
+        index = self.storage_index[key] = len(self.storage_rows)
+        self.storage_rows.append((key, storage_object.nbytes(), device or device_text(t.device), [],
+                                  (var,) if var else (), bool(is_param), key in self.output_keys, leaf_role))
         self.weaks.append(storage_weak_ref(storage_object))
         return index
 
@@ -354,6 +341,7 @@ def _plain(value: Any) -> Any:
 
 
 _ATOMS = (bool, int, float, str, type(None))
+_PLACE = ResidualColumns._fields.index("place")
 
 
 def _plain_attributes(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:

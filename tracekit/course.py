@@ -1,6 +1,10 @@
 """The course a student works in: the lessons (notebooks/) and the exercises (exercises/), found in
 this install (a wheel carries them as tracekit/_course/) or in the source checkout, and copied into a
-folder of the student's without ever overwriting a notebook the student changed."""
+folder of the student's without ever overwriting a notebook the student changed.
+
+What makes a notebook the student's: its cells' sources (a cell edited, added, removed or moved). What
+does not: metadata (JupyterLab rewrites the kernelspec when it opens a notebook), outputs and execution
+counts (running a lesson), cell ids and cell metadata (collapsing an output)."""
 
 from __future__ import annotations
 
@@ -14,8 +18,11 @@ from pathlib import Path
 from .errors import CourseError
 
 FOLDERS = {"notebooks": "[0-9]*.ipynb", "exercises": "ex*.ipynb"}  # the course's folders, what each holds
-MANIFEST = ".tracekit-course.json"  # in a student's course folder: the hash of each file as it was copied
+MANIFEST = ".tracekit-course.json"  # in a student's course folder: each file as it was copied ({"file", "cells"})
 FIRST_LESSON = "notebooks/01_forward_values.ipynb"
+# the kernelspec JupyterLab writes into a notebook it opens on ipykernel's python3 kernel: the course ships it,
+# so opening a lesson changes nothing in it
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 PACKAGE = Path(__file__).resolve().parent
 
 
@@ -75,17 +82,80 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _read_manifest(folder: Path) -> dict[str, str]:
+def cells_digest(data: bytes) -> str | None:
+    """The hash of a notebook's cells as the student wrote them (each cell's type and source, in order),
+    blind to metadata, outputs, execution counts, cell ids and cell metadata; None if `data` is no notebook."""
+    try:
+        book = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    cells = book.get("cells") if isinstance(book, dict) else None
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        return None
+    text = [[str(c.get("cell_type")), "".join(s) if isinstance(s := c.get("source", ""), list) else str(s)]
+            for c in cells]
+    return _digest(json.dumps(text, ensure_ascii=False).encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class Copied:
+    """One file as a copy put it in the course folder: its bytes' hash, and its cells' (None if unknown)."""
+
+    file: str
+    cells: str | None
+
+    @classmethod
+    def of(cls, data: bytes) -> Copied:
+        """What to record for a file copied with these bytes."""
+        return cls(_digest(data), cells_digest(data))
+
+    @classmethod
+    def recorded(cls, entry: object) -> Copied | None:
+        """A manifest entry: {"file", "cells"}, or the bare file hash an older tracekit recorded (its cells
+        looked up among the versions that tracekit shipped)."""
+        if isinstance(entry, str):
+            from .course_history import CELLS_OF_SHIPPED
+
+            return cls(entry, CELLS_OF_SHIPPED.get(entry))
+        if isinstance(entry, dict) and isinstance(entry.get("file"), str):
+            cells = entry.get("cells")
+            return cls(entry["file"], cells if isinstance(cells, str) else None)
+        return None
+
+    def entry(self) -> dict[str, str | None]:
+        """The manifest entry."""
+        return {"file": self.file, "cells": self.cells}
+
+
+def _read_manifest(folder: Path) -> dict[str, Copied]:
     try:
         found = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): c for k, v in found.items() if (c := Copied.recorded(v)) is not None}
+
+
+def _outcome(current: bytes, course: bytes, copied: Copied | None) -> str:
+    """What to do with a file already in the folder: "unchanged" (keep it, it has the course's cells),
+    "updated" (replace it: the student never changed its cells), or "kept" (hers)."""
+    if current == course:
+        return "unchanged"
+    if copied is not None and _digest(current) == copied.file:
+        return "updated"  # exactly as copied
+    cells = cells_digest(current)
+    if cells is not None and cells == cells_digest(course):
+        return "unchanged"  # run or reopened, not edited, and the course's cells are the same: her outputs stay
+    if cells is not None and copied is not None and cells == copied.cells:
+        return "updated"  # run or reopened, not edited
+    return "kept"
 
 
 def copy_course(folder: Path) -> CourseCopy:
-    """Copy the lessons and exercises into `folder` (made if missing). A file already there is replaced
-    only when it is byte for byte what an earlier copy put there; a file the student changed is kept."""
+    """Copy the lessons and exercises into `folder` (made if missing). A notebook already there is replaced
+    only when its cells are what an earlier copy put there (outputs and metadata do not count); a notebook
+    whose cells the student changed is kept."""
     folder = Path(folder).expanduser()
     if folder.exists() and not folder.is_dir():
         raise CourseError(f"{folder} is a file, not a folder: give a folder for the course")
@@ -103,20 +173,20 @@ def copy_course(folder: Path) -> CourseCopy:
             if not target.exists():
                 done.added.append(rel)
             else:
-                current = _digest(target.read_bytes())
-                if current == _digest(data):
-                    done.unchanged.append(rel)
-                    manifest[rel] = current
-                    continue
-                if manifest.get(rel) != current:
-                    done.kept.append(rel)
+                current = target.read_bytes()
+                outcome = _outcome(current, data, manifest.get(rel))
+                if outcome != "updated":
+                    getattr(done, outcome).append(rel)
+                    if outcome == "unchanged":
+                        manifest[rel] = Copied(_digest(current), cells_digest(current))
                     continue
                 done.updated.append(rel)
             partial = target.with_name(f".{target.name}.partial")
             partial.write_bytes(data)
             os.replace(partial, target)
-            manifest[rel] = _digest(data)
-        (folder / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            manifest[rel] = Copied.of(data)
+        entries = {rel: copied.entry() for rel, copied in manifest.items()}
+        (folder / MANIFEST).write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     except PermissionError as err:
         raise CourseError(f"cannot write the course into {folder}: {err.strerror} ({err.filename})") from None
     except OSError as err:
@@ -144,10 +214,18 @@ def has_course(folder: Path) -> bool:
     return any((Path(folder) / "notebooks").glob(FOLDERS["notebooks"]))
 
 
-def lab_command(python: str, root: Path, extra: list[str]) -> list[str]:
+def lab_command(python: str, root: Path, extra: list[str], as_root: bool | None = None) -> list[str]:
     """The JupyterLab command for a course folder: served from its root (lessons and exercises both
-    reachable, so the links between them work), the first lesson open."""
+    reachable, so the links between them work), the first lesson open, no news pop-up over the first
+    lesson, and `--allow-root` when run as root (`as_root`: default, whether this process's euid is 0)."""
     command = [python, "-m", "jupyterlab", f"--ServerApp.root_dir={root}", *extra]
-    if (root / FIRST_LESSON).is_file() and not any(a.startswith("--LabApp.default_url") for a in extra):
+    given = {a.split("=", 1)[0] for a in extra}
+    if (root / FIRST_LESSON).is_file() and "--LabApp.default_url" not in given:
         command.append(f"--LabApp.default_url=/lab/tree/{FIRST_LESSON}")
+    if "--LabApp.news_url" not in given:
+        command.append("--LabApp.news_url=None")  # JupyterLab then never asks to fetch news
+    if as_root is None:
+        as_root = getattr(os, "geteuid", lambda: -1)() == 0
+    if as_root and not given & {"--allow-root", "--ServerApp.allow_root"}:
+        command.append("--allow-root")  # a container's or a hub image's root: Jupyter refuses without it
     return command

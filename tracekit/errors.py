@@ -63,6 +63,13 @@ class RenderError(TracekitError, RuntimeError):
 
 
 # exercises and grading
+class UnknownExerciseError(TracekitError, KeyError):
+    """No exercise has that id (tk.exercises.IDS lists them)."""
+
+    def __str__(self) -> str:  # KeyError would print the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
 class AnswerError(TracekitError):
     """The answer cannot be checked (missing, wrong kind): the message says what to do."""
 

@@ -4,8 +4,11 @@
 behind ipywidgets: inputs x and w, boxes for the student's predictions of z, y and dy/dx,
 buttons Reset / Predict / Step and a Play timer. Predict asks first: it compares what the
 student typed with the tape's values. Editing x or w keeps the current step. Every entry gets
-an answer (`enter`, `predict_text`): 0 and negative numbers are values, anything that is not a
-finite float32 number is refused with the reason and the value kept.
+an answer (`enter`, `predict_text`): 0 and negative numbers are values; the tape computes in
+float32, so x and w are what float32 holds (the message says so when that differs from what was
+typed), and what float32 cannot hold is refused with the reason and the value kept: not a number,
+±inf, past ±3.4e38, below float32's smallest normal number (it would become 0 or a subnormal with
+fewer digits), or a w·x that overflows.
 
 The lab is a teaching view of one tiny graph, not memory evidence (see CAVEAT).
 """
@@ -29,7 +32,12 @@ CAVEAT = ("A teaching view, not memory evidence: one neuron of 4-byte scalars. I
           "value each reverse rule reads; Step and Play replay the recorded run, they do not measure "
           "memory. Memory evidence is storages and the allocator (lessons 3, 4 and 9).")
 GUESSES = ("z", "y", "dy/dx")
+# the first line of the lab's text form: what a notebook shows when it is reopened (the widget's controls live in
+# the kernel that made them) or where widgets cannot show
+STUB_NOTE = ("[the lab's controls are not shown here: a reopened notebook keeps only this text. Run this cell "
+             "(Shift+Enter) to get x, w, Predict, Step and Play back]")
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)  # the tape runs in float32
+FLOAT32_TINY = float(torch.finfo(torch.float32).tiny)  # its smallest normal number (1.2e-38)
 
 
 def read_number(name: str, text: str) -> tuple[float | None, str]:
@@ -44,6 +52,34 @@ def read_number(name: str, text: str) -> tuple[float | None, str]:
     if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
         return None, f"{name} = {text} is not a finite float32 number: type a number between ±3.4e38"
     return value, ""
+
+
+def as_float32(value: float) -> float:
+    """The float32 number the tape computes with for `value`."""
+    return torch.tensor(value, dtype=torch.float32).item()
+
+
+def float32_text(value: float) -> str:
+    """The shortest text that float32 reads back as the same number as `value` (0.1, not 0.10000000149)."""
+    held = as_float32(value)
+    for digits in range(1, 10):
+        text = f"{held:.{digits}g}"
+        if as_float32(float(text)) == held:
+            return text
+    return repr(held)
+
+
+def read_input(name: str, text: str) -> tuple[float | None, str]:
+    """A typed x or w as the float32 number the tape computes with, or None and what float32 cannot hold."""
+    value, problem = read_number(name, text)
+    if value is None:
+        return None, problem
+    if value != 0 and abs(value) < FLOAT32_TINY:
+        held = as_float32(value)
+        became = "0" if held == 0 else f"{float32_text(held)}, a subnormal number with fewer correct digits"
+        return None, (f"{name} = {text.strip()} is too small for the float32 tape (it would compute with {became}): "
+                      f"type 0, or a number of magnitude at least {FLOAT32_TINY:.2g}")
+    return as_float32(value), ""
 
 
 def _sigmoid(z: float) -> float:
@@ -95,35 +131,46 @@ class SigmoidNeuron:
 
     def set_x(self, value: float) -> None:
         """Set the input x; a shown run is recomputed at the same step, old predictions are dropped."""
-        self.x, self.x_set = float(value), True
+        self.x, self.x_set = as_float32(float(value)), True  # what the float32 tape computes with
         self._edited()
 
     def set_w(self, value: float) -> None:
         """Set the weight w; a shown run is recomputed at the same step, old predictions are dropped."""
-        self.w, self.w_set = float(value), True
+        self.w, self.w_set = as_float32(float(value)), True
         self._edited()
 
     def enter(self, name: str, text: str) -> bool:
-        """What typing `text` into the x or w box does: set it (any finite number, 0 and negatives
-        included) and say so, or keep the old value and say what is wrong; False if not set."""
-        value, problem = read_number(name, text)
+        """What typing `text` into the x or w box does: set it (any number float32 holds, 0 and negatives
+        included) and say so, with the float32 value the tape computes with where that differs from what
+        was typed; or keep the old value and say what is wrong; False if not set."""
+        value, problem = read_input(name, text)
         if value is None:
             self.message = f"{problem}; {name} is still {self._shown(name)}"
             return False
+        other, other_set = (self.w, self.w_set) if name == "x" else (self.x, self.x_set)
+        if other_set and not math.isfinite(as_float32(value * other)):  # float32 w·x: the exact product, rounded
+            partner = "w" if name == "x" else "x"
+            self.message = (f"{name} = {text.strip()} with {partner} = {other:g} makes w·x overflow "
+                            f"float32 (past ±3.4e38, the tape would compute with inf): type a smaller {name}; "
+                            f"{name} is still {self._shown(name)}")
+            return False
         (self.set_x if name == "x" else self.set_w)(value)
+        shown = float32_text(value)
+        held = "" if float(shown) == float(text) else f" (the float32 tape computes with {shown})"
+        said = f"{name} = {text.strip()}{held}"
         missing = [k for k, done in (("x", self.x_set), ("w", self.w_set)) if not done]
         if missing:
-            self.message = f"{name} = {value:g} set; now set {missing[0]} too"
+            self.message = f"{said} set; now set {missing[0]} too"
         elif not self.steps:
-            self.message = (f"{name} = {value:g} set; x = {self.x:g}, w = {self.w:g}: type your predictions "
+            self.message = (f"{said} set; x = {self._shown('x')}, w = {self._shown('w')}: type your predictions "
                             "of z and y (dy/dx too if you like), then Predict; or Step")
         else:
-            self.message = f"{name} = {value:g} set: the tape reran at the same step"
+            self.message = f"{said} set: the tape reran at the same step"
         return True
 
     def _shown(self, name: str) -> str:
         value, done = (self.x, self.x_set) if name == "x" else (self.w, self.w_set)
-        return f"{value:g}" if done else "not set"
+        return float32_text(value) if done else "not set"
 
     def predict_text(self, **typed: str) -> bool:
         """What Predict does with the boxes' text (keys z, y, dydx): every box that is not a number
@@ -343,7 +390,7 @@ class SigmoidLab:
 
     def _repr_mimebundle_(self, **kwargs: object) -> dict:
         bundle = self.widget._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = self.model.text()
+        bundle["text/plain"] = f"{STUB_NOTE}\n{self.model.text()}"  # what a reopened notebook shows
         return bundle
 
     def __repr__(self) -> str:

@@ -20,7 +20,7 @@ import secrets
 import sys
 from typing import Any
 
-from ..errors import JudgesMissingError
+from ..errors import JudgesMissingError, UnknownExerciseError
 from . import sealed
 from .base import AnswerError, AnswerRaised, Exercise, Question
 
@@ -32,11 +32,19 @@ SELF_CHECK_NOTE = ("This self-check ran in your kernel; the instructor's grade r
                    "top in a fresh sandbox, checks every case, and measures memory outside your process.")
 
 
+def canonical_id(name: object) -> str:
+    """The exercise id `name` means: "ex03", "EX03", " ex3 " -> "ex03"; else an UnknownExerciseError naming them."""
+    found = re.fullmatch(r"\s*ex(\d{1,2})\s*", name, re.IGNORECASE) if isinstance(name, str) else None
+    canonical = f"ex{int(found.group(1)):02d}" if found else None
+    if canonical not in IDS:
+        raise UnknownExerciseError(f"no exercise {name!r}: the exercises are {', '.join(IDS)} "
+                                   f"(e.g. tk.check(\"{IDS[0]}\"))")
+    return canonical
+
+
 def get(exercise_id: str) -> Exercise:
-    """The exercise with this id (ex01, ex02, ...)."""
-    if exercise_id not in IDS:
-        raise KeyError(f"no exercise {exercise_id!r}: choose one of {', '.join(IDS)}")
-    return importlib.import_module(f".{exercise_id}", __name__).EXERCISE
+    """The exercise with this id (ex01, ex02, ...; any case)."""
+    return importlib.import_module(f".{canonical_id(exercise_id)}", __name__).EXERCISE
 
 
 def probe_one(q: Question, namespace: dict[str, Any], inputs: dict) -> dict:
@@ -226,7 +234,8 @@ def check(exercise_id: str, namespace: dict[str, Any] | None = None, seed: int |
         return CheckReport(exercise.id, exercise.title, exercise.max_score, [],
                            "The self-check does not run here: this notebook is being graded.")
     sealed_key = not sealed.judges_here()  # a student install: no judges, a sealed key and fixed inputs
-    inputs = draw_inputs(exercise, sealed.self_seed(exercise.id) if sealed_key else seed)
+    drawn = draw_inputs(exercise, sealed.self_seed(exercise.id) if sealed_key else seed)
+    inputs = {q.name: q.self_check(drawn[q.name]) if q.self_check else drawn[q.name] for q in exercise.questions}
     observations = {q.name: _time_limited(lambda q=q: probe_one(q, namespace, inputs[q.name]), SELF_CHECK_SECONDS)
                     for q in exercise.questions}
     for name, why in _stale_answers(exercise, namespace).items():
@@ -249,5 +258,5 @@ def score_text(exercise_id: str, title: str, score: float, max_score: float, que
     return "\n".join(lines)
 
 
-__all__ = ["IDS", "SELF_CHECK_NOTE", "STATUSES", "AnswerError", "AnswerRaised", "Exercise", "Question", "check",
-           "draw_inputs", "get", "judge_all", "measure_one", "probe_all", "probe_one", "score_text"]
+__all__ = ["IDS", "SELF_CHECK_NOTE", "STATUSES", "AnswerError", "AnswerRaised", "Exercise", "Question", "canonical_id",
+           "check", "draw_inputs", "get", "judge_all", "measure_one", "probe_all", "probe_one", "score_text"]

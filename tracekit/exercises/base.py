@@ -181,6 +181,9 @@ class Question:
     # it in a sandbox of its own and reads the memory from the kernel (inputs[...]["measure"] has the
     # configs: "grade" for the grader's sandbox, "self" for the smaller self-check)
     measure: Callable[[Any, dict], Any] | None = None
+    # the inputs the student's self-check runs on, made from the drawn ones (the same property at a size that
+    # fits a student's kernel next to a lesson); None: the drawn inputs themselves
+    self_check: Callable[[dict], dict] | None = None
 
     @property
     def starter(self) -> str:

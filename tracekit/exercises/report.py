@@ -44,7 +44,8 @@ class CheckReport(list):
         head, *rest = self.text().splitlines()
         body = html.escape("\n".join(rest))
         return (f"<div class='tracekit-check'><b>{html.escape(head)}</b>"
-                f"<pre style='margin:4px 0 0 0'>{body}</pre></div>")
+                f"<pre style='margin:4px 0 0 0;white-space:pre-wrap;word-break:normal;overflow-wrap:normal'>"
+                f"{body}</pre></div>")  # lines wrap between words, never inside one (JupyterLab's default breaks any)
 
 
 def _ipython() -> Any:

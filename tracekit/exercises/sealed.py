@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,11 @@ def judges_here() -> bool:
 
 
 def being_graded() -> bool:
-    """Whether this runs inside a grading sandbox: the judges' folder is there but covered (empty)."""
+    """Whether this runs inside a grading sandbox: its runner (`tracekit.grading.runner`) runs the cells,
+    or the judges' folder is there but covered (empty). Nothing depends on it but the self-check's
+    politeness: a notebook that fakes it only skips its own self-check."""
+    if "tracekit.grading.runner" in sys.modules:
+        return True
     try:
         return JUDGES_DIR.is_dir() and not any(os.scandir(JUDGES_DIR))
     except OSError:

@@ -325,6 +325,10 @@ class _Talk:
             self._go_on()
 
     def _read_out(self) -> None:
+        with contextlib.suppress(OSError, ValueError):  # closed under it once the sandbox is gone
+            self._read_lines()
+
+    def _read_lines(self) -> None:
         total = items = 0
         for raw in iter(lambda: self.proc.stdout.readline(MAX_LINE_BYTES), b""):
             total += len(raw)
@@ -341,9 +345,10 @@ class _Talk:
                 self._take(item)
 
     def _read_err(self) -> None:
-        for chunk in iter(lambda: self.proc.stderr.read(65536), b""):
-            self.tail.extend(chunk)
-            del self.tail[:-4096]
+        with contextlib.suppress(OSError, ValueError):  # closed under it once the sandbox is gone
+            for chunk in iter(lambda: self.proc.stderr.read(65536), b""):
+                self.tail.extend(chunk)
+                del self.tail[:-4096]
 
     def close(self) -> None:
         for t in self.threads[1:]:

@@ -166,12 +166,16 @@ def _drop_capabilities() -> None:
     _check(_syscall("capset", ctypes.byref(header), data), "capset")
 
 
-def become_user(uid: int) -> None:
-    """Drop to the leased uid: no capability (bounding set included), no groups, no new privileges,
-    then a user namespace of its own mapping only that uid."""
+def _drop_bounding_set() -> None:
     for cap in range(64):
         if _prctl(PR_CAPBSET_DROP, cap) != 0:
             break
+
+
+def become_user(uid: int) -> None:
+    """Drop to the leased uid: no capability (bounding set included), no groups, no new privileges,
+    then a user namespace of its own mapping only that uid."""
+    _drop_bounding_set()
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
@@ -181,17 +185,38 @@ def become_user(uid: int) -> None:
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{uid} {uid} 1")):
         with open(f"/proc/self/{name}", "w") as fh:
             fh.write(text)
+    _drop_bounding_set()  # a new user namespace starts with a full one
     _drop_capabilities()
     if os.getuid() != uid or os.geteuid() != uid:
         raise KernelRefused(0, "the uid did not change")
 
 
+def _init(child: int) -> None:
+    """PID 1 of the sandbox, as bubblewrap's is: reap every orphan, end when the runner ends, with
+    its status (a runner killed by a signal ends it with 128 + the signal). Nothing of the
+    student's runs as PID 1, so a signal the runner sends itself acts as it would anywhere."""
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(0)
+        if pid == child:
+            os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
 def _sandbox_process(spec: dict) -> None:
-    """The first process of the new PID namespace: /proc, the uid, then the run (never returns)."""
+    """The first process of the new PID namespace: /proc and the uid, then the runner as its child
+    (never returns)."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     become_user(int(spec["uid"]))
     os.setsid()
+    runner = os.fork()
+    if runner != 0:
+        for fd in (0, 1, 2):
+            os.close(fd)
+        _init(runner)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     os.environ.clear()
     os.environ.update(spec["env"])
     os.chdir("/tmp/work")

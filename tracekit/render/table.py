@@ -4,6 +4,7 @@ Text lines stay within `WIDTH` characters and HTML cells wrap, so a table fits a
 from __future__ import annotations
 
 import html
+import re
 import textwrap
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -157,8 +158,8 @@ def html_table(
     `caption`: above the table; one of several lines (split at newlines) is left-aligned.
     `row_headers`: the first cell of each row is its header. `definitions`: (term, meaning)
     pairs listed in one full-width row above the column headers. `css_class`: the table's
-    class. `highlight`: indexes of the rows to highlight. `wrap`: cells wrap (long words too)
-    so the table never grows wider than its cell; a collection of column indexes: only those
+    class. `highlight`: indexes of the rows to highlight. `wrap`: cells wrap between words (and
+    after a dot in a dotted name), never inside one; a collection of column indexes: only those
     wrap, the others keep each cell on one line.
     """
     esc = html.escape
@@ -172,19 +173,32 @@ def html_table(
     terms = "".join(f"<li><b>{esc(term)}</b>: {esc(meaning)}</li>" for term, meaning in definitions)
     if terms:
         head += f"<tr><td colspan='{len(columns)}' style='text-align:left'><ul style='margin:0'>{terms}</ul></td></tr>"
-    wrapping = "text-align:left;white-space:normal;overflow-wrap:anywhere"
+    # between words only (and after a dot inside a name, `<wbr>`), never inside a word: a notebook's
+    # narrow column otherwise splits `ExpBackward0` as `ExpBackw / ard0`; a word wider than the column
+    # scrolls with the output instead
+    wrapping = "text-align:left;white-space:normal;overflow-wrap:normal;word-break:normal"
     one_line = "text-align:left;white-space:nowrap" if wrap else "text-align:left"
     styles = [wrapping if wrap is True or (wrap and k in wrap) else one_line for k in range(len(columns))]
     header = " style='white-space:normal'" if wrap else ""
     head += "<tr>" + "".join(f"<th{header}>{esc(c)}</th>" for c in columns) + "</tr>"
     body = []
     for i, row in enumerate(rows):
-        cells = [f"<td style='{style}'>{esc(v)}</td>" for v, style in zip(row, styles)]
+        cells = [f"<td style='{style}'>{_breakable(esc(v)) if style == wrapping else esc(v)}</td>"
+                 for v, style in zip(row, styles)]
         if row_headers and cells:
             cells[0] = f"<th style='text-align:left'>{esc(row[0])}</th>"
         style = f" style='background:{HIGHLIGHT}'" if i in highlight else ""
         body.append(f"<tr{style}>{''.join(cells)}</tr>")
     return f"{opening}<thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
+
+
+_NAME_DOT = re.compile(r"(?<=[A-Za-z0-9_\])])\.(?=[A-Za-z_])")
+
+
+def _breakable(text: str) -> str:
+    """Escaped text with a line-break opportunity after each dot inside a dotted name (`MulBackward0.other`,
+    `layers.attn`), none inside a number (1.5) or a word."""
+    return _NAME_DOT.sub(".<wbr>", text)
 
 
 def graph_only_bytes(trace: TraceData) -> dict[Storage, int]:

@@ -74,7 +74,8 @@ def _namespace(solutions: dict[str, str], exercise_id: str) -> dict[str, Any]:
 def exercise_key(exercise_id: str, solutions: dict[str, str], salt: str) -> dict[str, Any]:
     """The sealed key of one exercise, built from the judges and checked against its reference solution."""
     exercise = get(exercise_id)
-    inputs = draw_inputs(exercise, SELF_SEED)
+    drawn = draw_inputs(exercise, SELF_SEED)
+    inputs = {q.name: q.self_check(drawn[q.name]) if q.self_check else drawn[q.name] for q in exercise.questions}
     ns = _namespace(solutions, exercise_id)
     questions: dict[str, Any] = {}
     for q in exercise.questions:
