@@ -317,10 +317,10 @@ def test_a_release_note_reaches_the_problems_and_the_feedback(tmp_path):
 # ---- what the progress line and the CLI say ------------------------------------------------------
 
 def test_an_unreadable_notebook_is_a_problem_not_a_score():
-    unread = ExerciseResult("broken.ipynb", None, 0.0, 0, problem="not graded: broken.ipynb is not a valid notebook",
+    unread = ExerciseResult("broken.ipynb", None, 0.0, 0, problem="broken.ipynb is not a valid notebook",
                             status=NOT_GRADED)
     alone = make_report("broken", [unread], [], 0.1)
-    assert progress_line(alone) == "broken.ipynb: not graded: broken.ipynb is not a valid notebook"
+    assert progress_line(alone) == "broken.ipynb: broken.ipynb is not a valid notebook"
     assert "0/0" not in progress_line(alone)
     beside = make_report("ann", [unread, not_submitted("ex01", ["broken.ipynb is not a valid notebook"])], [], 0.1,
                          assigned=("ex01",))
@@ -387,7 +387,7 @@ def test_an_unreadable_notebook_in_a_class_is_told_the_same_everywhere(tmp_path)
     notebook was found (what the problem line lists would then be contradicted)."""
     key = results_key(tmp_path, create=True)
     why = "bob/ex01.ipynb is not a valid notebook (JSON error: Expecting value)"
-    unread = ExerciseResult("bob/ex01.ipynb", None, 0.0, 0, problem=f"not graded: {why}", status=NOT_GRADED)
+    unread = ExerciseResult("bob/ex01.ipynb", None, 0.0, 0, problem=why, status=NOT_GRADED)
     write_report(tmp_path, make_report("bob", [unread, not_submitted("ex01", [why]), not_submitted("ex02")], [], 0.1,
                                        assigned=("ex01", "ex02")), key)
     gradebook.write_from([tmp_path], tmp_path)

@@ -221,8 +221,8 @@ def grade_notebook(path: Path | Notebook, student: str, options: Options) -> Exe
     try:
         sub = read(path, student, options.max_notebook_mb << 20)
     except SubmissionError as err:
-        return ExerciseResult(shown, None, 0.0, 0, problem=cut(f"{NOT_GRADED}: {err}", 2 * MAX_TEXT),
-                              status=NOT_GRADED, sha256=sha)
+        return ExerciseResult(shown, None, 0.0, 0, problem=cut(str(err), 2 * MAX_TEXT), status=NOT_GRADED,
+                              sha256=sha)  # the error names the notebook and what is wrong with it
     exercise = get(sub.exercise)
     seed = student_seed(options.secret or b"", sub.exercise, student, content_digest(sub.code_cells))
     inputs = draw_inputs(exercise, seed)
@@ -340,7 +340,7 @@ def grade_student(student: str, notebooks: list[Notebook | Path], out: Path, opt
         if part.exercise is not None:
             graded[part.exercise] = shown
         else:
-            unreadable.append(part.problem.removeprefix(NOT_GRADED + ": "))  # it names the notebook
+            unreadable.append(part.problem)  # it names the notebook
         parts.append(part)
     for exercise_id in assigned or ():
         if exercise_id not in graded:
