@@ -279,6 +279,15 @@ VARIANTS["ex06"] = [
      "STEPS = itertools.count()\nSEEN = weakref.WeakSet()\n\n" + TRAIN.format(
          diag="val = model(x_val).pow(2).mean()\n        SEEN.add(val)\n        next(STEPS)\n"
               "        history.append(val.item())", ret="history")}, {"q1": 4}),
+    ("a NumPy array of floats (a 1-D array of one number per step)", {"q1": "import numpy as np\n\n" + TRAIN.format(
+        diag="history.append(model(x_val).pow(2).mean().item())", ret="np.array(history)")}, {"q1": 4}),
+    ("a tuple of floats", {"q1": TRAIN.format(diag="history.append(model(x_val).pow(2).mean().item())",
+                                              ret="tuple(history)")}, {"q1": 4}),
+    ("a tensor with history every third step (the prompt excludes them; memory alone would pass)", {
+        "q1": TRAIN.format(diag="val = model(x_val).pow(2).mean()\n        history.append(val if _ % 3 == 0 else "
+                                "val.item())", ret="history")}, {"q1": 0}),
+    ("the steps' graphs stacked into one tensor with history", {"q1": TRAIN.format(
+        diag="history.append(model(x_val).pow(2).mean())", ret="torch.stack(history)")}, {"q1": 0}),
     ("diagnostic before the step", {"q1": '''def train(model, x, x_val, steps):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     history = []

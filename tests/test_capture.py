@@ -111,7 +111,9 @@ def test_custom_function_slots_and_attributes():
     assert [r.slot for r in node.residuals] == ["saved_tensors[0]", "saved_tensors[1]"]
     assert node.residuals[0].role == "output of #0 MulBackward0"
     assert node.residuals[1].shape == (5,)
-    assert node.residuals[0].rule == NOT_DESCRIBED
+    # a custom Function's rule is its own backward, in the table's words (issue 38: every node has a rule)
+    assert node.residuals[0].rule == "grad_inputs = SavesOutput.backward(ctx, grad), reading saved_tensors"
+    assert node.residuals[0].rule != NOT_DESCRIBED
     assert node.attributes == {"scale": 3.0}
 
 

@@ -41,7 +41,10 @@ def test_named_nodes_get_pytorchs_entry(name, op, inputs):
 
 def test_lesson_table_comes_first():
     assert rule_table("MulBackward0") == {"self": "grad * other", "other": "grad * self"}
-    assert not described("SavesOutputBackward") and derivatives.lookup("NotANodeBackward0") is None
+    # a custom Function's node (`<Function>Backward`) reads as its own backward (issue 38); a name that is
+    # no node PyTorch makes has no rule
+    assert rule_table("SavesOutputBackward") == {"inputs": "SavesOutput.backward(ctx, grad), reading saved_tensors"}
+    assert not described("NotANodeBackward0") and derivatives.lookup("NotANodeBackward0") is None
 
 
 def test_metadata_reads_are_not_tensor_reads():

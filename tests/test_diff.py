@@ -63,12 +63,15 @@ def test_eager_vs_checkpoint(inputs):
     # storage checkpoint still holds as its input: the bytes are counted once, under "both")
     assert {r.what for r in d.only_a} == {"#2 MmBackward0.self", "#3 TanhBackward0.result",
                                          "#4 MmBackward0.self", "#5 TanhBackward0.result"}
-    assert all(r.b == "recomputed" for r in d.only_a) and d.only_b == []
+    assert all(r.b == "recomputed" for r in d.only_a)
+    # what the checkpoint keeps to rerun its segment (issue 38): tanh0, the segment's input, a row of its own
+    assert [(r.what, r.b, r.nbytes) for r in d.only_b] == [
+        ("#2 MmBackward0.checkpoint args[0]", "kept (kept by checkpoint to recompute)", ACT)]
     both = {r.what.split(" ", 1)[1] for r in d.both}
     assert {"MmBackward0.self", "TanhBackward0.result", "PowBackward0.self"} <= both
     assert d.cache_a == d.cache_b == []
     text = d.text()
-    assert "kept only by eager: 4, only by checkpoint: 0" in text and "held after forward: eager 128.0 KiB" in text
+    assert "kept only by eager: 4, only by checkpoint: 1" in text and "held after forward: eager 128.0 KiB" in text
 
 
 def test_eager_vs_selective_checkpoint_counts_the_policy_cache(inputs):

@@ -242,6 +242,7 @@ def test_07_hooks_every_save_is_handed_and_save_on_cpu_copies_all_of_them():
     assert all(torch.equal(g, p) for name in memory for g, p in zip(memory[name][1], memory["plain"][1]))
 
 
+@pytest.mark.slow  # ~13 s: the fast tests stay under a minute
 def test_08_recompute_counts_the_work_each_schedule_redoes():
     x = torch.randn(256, 32)
     ws = [(torch.randn(32, 32) / 32**0.5).requires_grad_() for _ in range(8)]

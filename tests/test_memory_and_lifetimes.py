@@ -131,8 +131,13 @@ def test_checkpointed_residuals_are_recomputed_not_pinned():
     y = (h * 2).sum()
     tr = tk.trace(y)
     inside = [n for n in tr.nodes if n.op in ("sin", "cos")]
-    assert inside and all(r.held_in.startswith("recomputed") and r.storage is None for n in inside for r in n.residuals)
-    assert tr.saved_bytes == 8  # only the scalar 2 kept by the outer mul
+    recomputed = [r for n in inside for r in n.residuals if not r.slot.startswith("checkpoint ")]
+    assert recomputed and all(r.held_in.startswith("recomputed") and r.storage is None for r in recomputed)
+    # what the checkpoint keeps to rerun the region: its input a, on the region's first node (issue 38)
+    (kept,) = [r for n in inside for r in n.residuals if r.slot.startswith("checkpoint ")]
+    assert (kept.slot, kept.held_in, kept.node.op, kept.from_name) == ("checkpoint args[0]", "kept by checkpoint to "
+                                                                       "recompute", "sin", "a")
+    assert tr.saved_bytes == 8 + a.untyped_storage().nbytes()  # the scalar 2 kept by the outer mul, and a
     tr.backward()
     ref = torch.randn(256)
     assert a.grad.shape == ref.shape

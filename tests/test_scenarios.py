@@ -90,6 +90,7 @@ def test_inplace(device):
     assert list(v["shared"].values()) == [1, 1, 1]
 
 
+@pytest.mark.slow  # ~15 s: the fast tests stay under a minute
 @pytest.mark.parametrize("device", DEVICES)
 def test_recompute(device):
     r = run("recompute", device)

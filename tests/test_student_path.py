@@ -58,6 +58,7 @@ def _self_check_q2(code: str) -> dict:
     return next(q for q in report if q["name"] == "q2")
 
 
+@pytest.mark.slow  # ~9 s: the fast tests stay under a minute
 @pytest.mark.parametrize(("answer", "passes"), [(CORRECT, True), (EVICTS_BY_COUNT, False), (EVICTS_BY_BYTES, False)])
 def test_ex07_self_check_judges_the_graders_property_on_smaller_graphs(answer, passes):
     """The self-check keeps as many graphs alive as the grader, of 1 MiB instead of 8 MiB tensors: a store

@@ -32,7 +32,15 @@ from .rows import (
     Status,
     StorageColumns,
 )
-from .saved import attributes, checkpoint_cache, is_custom_function, saved_values, slot_names
+from .saved import (
+    CHECKPOINT_RULE,
+    attributes,
+    checkpoint_cache,
+    checkpoint_kept,
+    is_custom_function,
+    saved_values,
+    slot_names,
+)
 from .storage import StorageKey, device_text, has_data, storage_key, storage_nbytes, storage_weak_ref
 from .trace import Trace
 from .without_data import backend_of_outputs, note_for
@@ -63,12 +71,16 @@ def build_trace(
     mutations: list[Mutation] | None = None,
     progress: bool | None = None,
     modules: Modules | None = None,
+    kept: tuple[bool, ...] = (),
 ) -> Trace:
     """Walk the graph once and turn what autograd holds into a Trace (`modules`: which module made
-    each call's output nodes, from capture)."""
+    each call's output nodes, from capture; `kept`: per output, whether the trace holds it
+    strongly, as the only holder of a temporary output)."""
     roots = _check_outputs(outputs)
     with gc_paused():
-        return _Builder(outputs, sources, names, mutations or [], modules or {}).build(roots, progress)
+        builder = _Builder(outputs, sources, names, mutations or [], modules or {})
+        builder.kept = kept
+        return builder.build(roots, progress)
 
 
 def _check_outputs(outputs: tuple[Any, ...]) -> list[Any]:
@@ -113,6 +125,8 @@ class _Builder:
         self.position: dict[Any, int] = {}
         self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
         self.backend = backend_of_outputs(outputs)  # "meta" / "fake": a trace without data
+        self.kept: tuple[bool, ...] = ()  # per output: held strongly by the trace (a temporary)
+        self.frames: list[Any] = []  # checkpointed regions whose kept inputs are rows already
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         everything = walk(roots)
@@ -149,7 +163,7 @@ class _Builder:
         if self.backend is not None:
             record = _with_notes(record, self.backend)
         seqs = {sequence_nr(g): i for i, g in enumerate(graph_nodes)}
-        live = Live(self.outputs, seqs if len(seqs) == n else None)
+        live = Live(self.outputs, seqs if len(seqs) == n else None, self.kept)
         return Trace(record, live, weaks=tuple(self.weaks))
 
     def cache(self, graph_nodes: list[Any]) -> tuple[CachedValue, ...]:
@@ -195,8 +209,14 @@ class _Builder:
         if op is None:  # a custom Function: its name is its class's
             op = op_name(gnode)
         first = len(self.res)
+        recomputed = False
         for saved in saved_values(gnode):
             self.residual(i, gnode, saved, by_slot, rule_of)
+            recomputed = recomputed or saved[3] is HeldIn.RECOMPUTED
+        if recomputed:  # the first node of a checkpointed region: what the checkpoint keeps for it
+            for kept in checkpoint_kept(gnode, self.frames):
+                self.residual(i, gnode, (kept.slot, kept.status, kept.tensor, kept.place, kept.error, kept.hook),
+                              None, _CHECKPOINT_RULES)
         rows.append((name, op, where, call, inputs, first, len(self.res) - first, _plain_attributes(attributes(gnode)),
                      by_slot is not None, tuple(n is not None for n, _ in nexts), None))
 
@@ -232,7 +252,7 @@ class _Builder:
             numel = t.numel()
             shape, dtype, nbytes = t.shape, _DTYPE_TEXT.get(t.dtype) or _dtype_text(t.dtype), numel * t.element_size()
             preview = _preview(t) if numel <= 4 else None
-        rule = rule_of.get(slot)
+        rule = rule_of.get(slot) or rule_of.get("*")
         if rule is None:
             rule = rules.rule_text(slot, by_slot)
         res.append((node, slot, shape, dtype, device, nbytes, storage, role, rule, from_node, from_name, place,
@@ -360,6 +380,7 @@ def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
     return Role.PARAMETER if named_parameter or _is_parameter(t) else Role.INPUT
 
 
+_CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
 _TYPES: dict[tuple[type, int], tuple[str, str | None, dict[str, str] | None, dict[str, str]]] = {}
 
 
@@ -378,7 +399,7 @@ def _rules_of(kind: type, name: str, n_inputs: int) -> dict[str, str] | None:
     """slot -> the formulas that read it, for a node type (None: not in the rule table)."""
     if not rules.described(name):
         return None
-    return rules.rules_by_slot(name, n_inputs, frozenset(slot_names(kind)[0]))
+    return rules.rules_by_slot(name, n_inputs, frozenset(slot_names(kind)[0]) | {"saved_tensors"})
 
 
 _DTYPE_TEXT: dict[torch.dtype, str] = {}

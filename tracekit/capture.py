@@ -4,6 +4,7 @@ module whose forward made it, in-place writes) while the forward runs; `cap.trac
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -13,13 +14,14 @@ from torch.overrides import TorchFunctionMode
 
 from .build import Modules, Sources, build_trace
 from .errors import NestedCaptureError
-from .frames import caller_names, user_frame, where
-from .internals import sequence_nr, version
+from .frames import Names, caller_names, name_module, user_frame, where
+from .internals import compiled_original, module_call_code, sequence_nr, version
 from .rows import Mutation
 from .storage import storage_key
 from .trace import Trace
 
 _active = threading.local()
+_compiling = torch.compiler.is_compiling
 _INPLACE: dict[str, bool] = {}  # call name -> whether it writes into its first argument
 BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 OnBackward = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (func, args, kwargs) -> its result
@@ -42,6 +44,8 @@ class _Recorder(TorchFunctionMode):
         self.on_backward = on_backward
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if _compiling():  # dynamo traces this mode into a compiled region: record nothing there, so
+            return func(*args, **(kwargs or {}))  # the region compiles as it does without capture
         if self.on_backward is not None and func in BACKWARDS:
             return self.on_backward(func, args, kwargs or {})
         result = func(*args, **(kwargs or {}))
@@ -57,7 +61,7 @@ class _Recorder(TorchFunctionMode):
         mutated = args[0] if inplace and args and isinstance(args[0], torch.Tensor) else None
         if roots or mutated is not None:
             line = where(user_frame())
-            module = self.modules.stack[-1] if self.modules.stack else None
+            module = self.modules.current() if _CALL_CODE is not None else None
             for root in roots:  # nodes the call made on the way to its outputs get their source in build.py
                 seq = sequence_nr(root)
                 self.sources.setdefault(seq, (line, call))
@@ -77,40 +81,78 @@ def _tensors_in(value: Any) -> list[torch.Tensor]:
 
 
 class _ModulePath:
-    """Which module's forward is running, kept by process-wide module hooks while capture is on:
-    `stack` of labels (`self_attn (MultiheadAttention)`: the path inside the outermost module
-    called, then its class; the outermost is its class alone); `of`: a call's output node
-    (sequence number) -> the label."""
+    """Which modules' forwards are running, read where they are called: the frames of
+    `nn.Module._call_impl` between a torch call and where recording started (no global module
+    hook, so a compiled model runs as it does without capture). `of`: a call's output node
+    (sequence number) -> (the innermost module, the outermost one), as indexes into `modules`
+    (the module objects, kept until the trace is built); labels are resolved at build."""
 
     def __init__(self) -> None:
-        self.stack: list[str] = []
-        self.paths: dict[torch.nn.Module, str] = {}
-        self.of: Modules = {}
-        self._handles: list[Any] = []
+        self.modules: list[torch.nn.Module] = []
+        self.index: dict[torch.nn.Module, int] = {}
+        self.of: dict[int, tuple[int, int]] = {}
+        self.top: Any = None  # the frame recording started in: module calls lie below it
 
-    def start(self) -> None:
-        hooks = torch.nn.modules.module
-        self._handles = [hooks.register_module_forward_pre_hook(self._enter),
-                         hooks.register_module_forward_hook(self._leave, always_call=True)]
+    def start(self, top: Any) -> None:
+        self.top = top
 
     def stop(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
-        self.stack.clear()
+        self.top = None  # hold no frame once recording stopped
 
-    def _enter(self, module: torch.nn.Module, _args: Any) -> None:
-        if not self.stack:  # the outermost module: name its submodules by their paths
-            self.paths = {m: name for name, m in module.named_modules()}
-        path = self.paths.get(module)
-        kind = type(module).__name__
-        if path is None:  # a module outside the outermost one's tree
-            path = f"{self.stack[-1].split(' (')[0]}.{kind}" if self.stack else ""
-        self.stack.append(f"{path} ({kind})" if path else kind)
+    def current(self) -> tuple[int, int] | None:
+        """(innermost, outermost) module of the running torch call, or None outside any module."""
+        code = _CALL_CODE
+        frame, top = sys._getframe(2), self.top
+        inner = outer = None
+        while frame is not None and frame is not top:
+            if frame.f_code is code:
+                if inner is None:
+                    inner = frame
+                outer = frame
+            frame = frame.f_back
+        if inner is None:
+            return None
+        return self._number(inner.f_locals.get("self")), self._number(outer.f_locals.get("self"))
 
-    def _leave(self, _module: torch.nn.Module, _args: Any, _output: Any) -> None:
-        if self.stack:
-            self.stack.pop()
+    def _number(self, module: Any) -> int:
+        module = compiled_original(module)
+        k = self.index.get(module)
+        if k is None:
+            k = self.index[module] = len(self.modules)
+            self.modules.append(module)
+        return k
+
+    def names(self, names: Names) -> Names:
+        """`names` with the parameters and buffers of the outermost modules called that the
+        caller's code does not name, under the module's class (`ResNet.bn1.running_mean`)."""
+        for k in sorted({outer for _, outer in self.of.values()}):
+            root = self.modules[k]
+            name_module(names, root, type(root).__name__)
+        return names
+
+    def labels(self) -> Modules:
+        """Each recorded node's module label: `self_attn (MultiheadAttention)` (its path in the
+        outermost module's `named_modules()`, then its class; the outermost is its class alone),
+        or `CrossEntropyLoss (made during the call)` for a module outside that tree."""
+        paths: dict[int, dict[torch.nn.Module, str]] = {}
+        words: dict[tuple[int, int], str] = {}
+        out: Modules = {}
+        for seq, pair in self.of.items():
+            label = words.get(pair)
+            if label is None:
+                inner, outer = pair
+                if outer not in paths:
+                    paths[outer] = {m: name for name, m in self.modules[outer].named_modules()}
+                module = self.modules[inner]
+                kind = type(module).__name__
+                path = paths[outer].get(module)
+                label = words[pair] = (kind if path == "" else f"{path} ({kind})" if path is not None
+                                       else f"{kind} (made during the call)")
+            out[seq] = label
+        return out
+
+
+_CALL_CODE = module_call_code()
 
 
 class CaptureSession:
@@ -126,7 +168,7 @@ class CaptureSession:
 
     def start(self) -> None:
         """Record from now on."""
-        self.modules.start()
+        self.modules.start(sys._getframe(1))
         self._mode.__enter__()
 
     def stop(self) -> None:
@@ -136,7 +178,9 @@ class CaptureSession:
 
     def trace(self, *outputs: torch.Tensor) -> Trace:
         """The trace of the graph behind `outputs`, with what was recorded."""
-        return build_trace(outputs, self.sources, caller_names(), self.mutations, None, self.modules.of)
+        names = self.modules.names(caller_names())
+        return build_trace(outputs, self.sources, names, self.mutations, None, self.modules.labels(),
+                           _temporaries(outputs))
 
 
 class capture:
@@ -156,7 +200,7 @@ class capture:
             )
         _active.capture = self
         self._mode = _Recorder(self.sources, self.mutations, self.modules)
-        self.modules.start()
+        self.modules.start(sys._getframe(1))
         self._mode.__enter__()
         return self
 
@@ -170,10 +214,20 @@ class capture:
     def trace(self, *outputs: torch.Tensor, progress: bool | None = None) -> Trace:
         """The trace of the graph behind `outputs`, with forward order and source lines
         (`progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
-        return build_trace(outputs, self.sources, caller_names(), self.mutations, progress, self.modules.of)
+        names = self.modules.names(caller_names())
+        return build_trace(outputs, self.sources, names, self.mutations, progress, self.modules.labels(),
+                           _temporaries(outputs))
 
 
 def trace(*outputs: torch.Tensor, progress: bool | None = None) -> Trace:
     """The trace of any tensor's autograd graph (graph walk only: no source lines;
-    `progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
-    return build_trace(outputs, None, caller_names(), progress=progress)
+    `progress`: a progress bar on stderr; None: only for traces taking over 2 s). An output
+    nobody else holds (`tk.trace(f(x))`) is kept by the trace, so `.backward()` on it works."""
+    return build_trace(outputs, None, caller_names(), progress=progress, kept=_temporaries(outputs))
+
+
+def _temporaries(outputs: tuple[Any, ...]) -> tuple[bool, ...]:
+    """Per output: whether nothing but this call holds it (`tk.trace(f(x))`): the trace is then the
+    only way to that graph and keeps it; an output the caller holds is held weakly, so `del y`
+    frees its graph as in plain PyTorch. (References: the call's tuple, the loop, getrefcount.)"""
+    return tuple(sys.getrefcount(t) <= 3 for t in outputs)

@@ -102,3 +102,7 @@ class GradesConflictError(GradebookError):
 
 class CourseError(TracekitError):
     """The course cannot be copied or opened there (a file in the way, no permission, no course found)."""
+
+
+class ModuleNotInTraceError(TracekitError, KeyError):
+    """A module path that made no op of the trace (tr.draw_module)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .internals import module_entries
+from .internals import closure_values, module_entries
 from .storage import StorageKey, device_text, storage_key
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -75,14 +75,21 @@ def _execution_count(filename: str) -> int | None:
     return count if isinstance(count, int) else None
 
 
+BUFFER = "buffer "  # a name that is a module's buffer: `buffer model.bn1.running_mean`
+CLOSURE = " (in the closure of "  # `x (in the closure of f)`
+
+
 def caller_names() -> Names:
     """Names the user's code gives to tensors and parameters: storage key -> (name, is a parameter:
-    an nn.Parameter or a module's named parameter)."""
+    an nn.Parameter or a module's named parameter). Also a module's buffers (`buffer
+    model.bn1.running_mean`), tensors in a dict (`batch['x']`) and in a function's closure
+    (`x (in the closure of f)`)."""
     names: Names = {}
     frame = user_frame(3)
     if frame is None:
         return names
     local_scope = frame.f_locals
+    later: list[tuple[str, Any]] = []  # dicts and functions: named after the plain variables
     for scope in (local_scope, frame.f_globals):
         for var, value in list(scope.items()):
             if var.startswith("_"):
@@ -90,13 +97,42 @@ def caller_names() -> Names:
             if isinstance(value, torch.Tensor) and value.layout == torch.strided:
                 names.setdefault(storage_key(value), (var, isinstance(value, torch.nn.Parameter)))
             elif isinstance(value, torch.nn.Module):
-                for pname, p in _named_parameters(value, var):
-                    # a real parameter's key without storage_key's checks (a meta or fake one takes them)
-                    key = ((_device(p.device), p.untyped_storage().data_ptr()) if type(p) is _PARAMETER
-                           and not p.is_meta else storage_key(p))
-                    names.setdefault(key, (pname, True))
+                name_module(names, value, var)
+            elif isinstance(value, dict) or (callable(value) and getattr(value, "__closure__", None)):
+                later.append((var, value))
+    for deep in (False, True):  # what a dict or function holds itself first, then what its closures hold
+        for var, value in later:
+            for inner, t in _held_tensors(var, value, 0 if deep else 2):
+                names.setdefault(storage_key(t), (inner, isinstance(t, torch.nn.Parameter)))
     forget_snapshot(frame, local_scope)
     return names
+
+
+def name_module(names: Names, module: torch.nn.Module, prefix: str) -> None:
+    """Add a module's parameters (`prefix.fc.weight`) and buffers (`buffer prefix.bn.running_mean`)."""
+    for pname, p in _named_parameters(module, prefix):
+        # a real parameter's key without storage_key's checks (a meta or fake one takes them)
+        key = ((_device(p.device), p.untyped_storage().data_ptr()) if type(p) is _PARAMETER
+               and not p.is_meta else storage_key(p))
+        names.setdefault(key, (pname, True))
+    for bname, b in module.named_buffers(prefix=prefix):
+        if b.layout == torch.strided:
+            names.setdefault(storage_key(b), (BUFFER + bname, False))
+
+
+def _held_tensors(var: str, value: Any, depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
+    """Tensors a dict holds under string keys (`batch['x']`), or a function's closure holds (and
+    the closures of the functions in it, two levels deep)."""
+    if isinstance(value, dict):
+        for key, item in list(value.items())[:256]:
+            if isinstance(key, str) and isinstance(item, torch.Tensor) and item.layout == torch.strided:
+                yield f"{var}[{key!r}]", item
+        return
+    for cell_name, item in closure_values(value).items():
+        if isinstance(item, torch.Tensor) and item.layout == torch.strided:
+            yield f"{cell_name}{CLOSURE}{var})", item
+        elif depth < 2 and (isinstance(item, dict) or (callable(item) and getattr(item, "__closure__", None))):
+            yield from _held_tensors(f"{var}.{cell_name}" if callable(item) else cell_name, item, depth + 1)
 
 
 def _named_parameters(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, torch.nn.Parameter]]:

@@ -17,6 +17,10 @@ Capabilities (`CAPABILITIES` says which this torch has):
 - `fake_tensor`: `torch._subclasses.fake_tensor.FakeTensor` (read lazily: never imported here).
 - `checkpoint_cache`: selective checkpointing's cache, reached through the closure cells of
   checkpoint's unpack hooks (`frame`, `recompute_fn`, `recompute_context`); degrades to "no cache".
+- `module_frames`: the code of `nn.Module._call_impl`, the frame every module call runs in (capture
+  reads the module from it: no global module hook); degrades to "no module labels".
+- `checkpoint_inputs`: the inputs a non-reentrant checkpoint keeps for recompute (`saved_args` of
+  the `frame` cell of its unpack hooks, SavedTensors); degrades to "none found".
 - `dispatch_mode`: `torch.utils._python_dispatch.TorchDispatchMode` (memory_budget's recorder, the
   exercises' watch) and `torch.utils._pytree.tree_flatten` (`flatten`).
 - `storage_ref`: `torch.multiprocessing.reductions.StorageWeakRef` (`StorageRef`), a weak reference
@@ -68,6 +72,7 @@ CAPABILITIES: dict[str, bool] = {
                                            for a in ("_weak_ref", "_expired", "_free_weak_ref"))),
     "storage_identity": _probe(lambda: isinstance(torch.empty(0).untyped_storage()._cdata, int)),
     "version_counter": _probe(lambda: isinstance(torch.empty(0)._version, int)),
+    "module_frames": _probe(lambda: torch.nn.Module._call_impl.__code__.co_varnames[0] == "self"),
     "dispatch_mode": _probe(lambda: __import__("torch.utils._python_dispatch").utils._python_dispatch
                             .TorchDispatchMode is not None),
     "profiler_events": _probe(lambda: __import__("torch._C._profiler", fromlist=["_EventType"])._EventType
@@ -282,21 +287,60 @@ def _raw_saved(gnode: Any) -> list[Any]:
     return [item for raw in raws for item in (raw if isinstance(raw, (list, tuple)) else (raw,))]
 
 
+def _checkpoint_frames(graph_nodes: list[Any]) -> list[Any]:
+    """Checkpoint's frame per checkpointed region of these nodes (each once)."""
+    frames: list[Any] = []
+    for gnode in graph_nodes:
+        frames.extend(f for f in checkpoint_frames_of(gnode) if not any(f is g for g in frames))
+    return frames
+
+
+def checkpoint_frames_of(gnode: Any) -> list[Any]:
+    """The non-reentrant checkpoint frames whose unpack hooks hold this node's saved values."""
+    found: list[Any] = []
+    for raw in _raw_saved(gnode):
+        hook = getattr(raw, "unpack_hook", None)
+        if hook is None or not (getattr(hook, "__module__", "") or "").startswith("torch.utils.checkpoint"):
+            continue
+        frame = _cell_values(hook).get("frame")
+        if frame is not None and not any(frame is f for f in found):
+            found.append(frame)
+    return found
+
+
+def checkpoint_inputs(frame: Any) -> list[tuple[str, Any]]:
+    """(the argument's name, its SavedTensor or tensor) for each tensor a non-reentrant checkpoint
+    keeps to rerun its region's forward: the positional inputs (`saved_args`: SavedTensors, which
+    saved-tensor hooks see) and keyword tensors (in the closure of its recompute function).
+    Empty where a torch keeps them otherwise."""
+    found: list[tuple[str, Any]] = []
+    for k, arg in enumerate(getattr(frame, "saved_args", None) or ()):
+        if hasattr(arg, "unpack_hook") or isinstance(arg, torch.Tensor):
+            found.append((f"args[{k}]", arg))
+    kwargs = _cell_values(getattr(frame, "recompute_fn", None)).get("kwargs")
+    for name, value in (kwargs.items() if isinstance(kwargs, dict) else ()):
+        if isinstance(value, torch.Tensor):
+            found.append((f"kwargs[{name!r}]", value))
+    return found
+
+
+def module_call_code() -> Any:
+    """The code object of `nn.Module._call_impl` (None where this torch lacks it)."""
+    return torch.nn.Module._call_impl.__code__ if CAPABILITIES["module_frames"] else None
+
+
+def compiled_original(module: torch.nn.Module) -> torch.nn.Module:
+    """The module a `torch.compile`d wrapper (OptimizedModule) runs; the module itself otherwise."""
+    original = getattr(module, "_orig_mod", None)
+    return original if isinstance(original, torch.nn.Module) else module
+
+
 def checkpoint_cache(graph_nodes: list[Any]) -> list[tuple[str, torch.Tensor]]:
     """(op, tensor) of each op output selective activation checkpointing keeps for these nodes'
     checkpointed regions, found through the closure cells of checkpoint's unpack hooks (empty
     without SAC, and where a torch names those cells otherwise)."""
-    frames: list[Any] = []
-    for gnode in graph_nodes:
-        for raw in _raw_saved(gnode):
-            hook = getattr(raw, "unpack_hook", None)
-            if hook is None or not (getattr(hook, "__module__", "") or "").startswith("torch.utils.checkpoint"):
-                continue
-            frame = _cell_values(hook).get("frame")
-            if frame is not None and not any(frame is f for f in frames):
-                frames.append(frame)
     found: list[tuple[str, torch.Tensor]] = []
-    for frame in frames:
+    for frame in _checkpoint_frames(graph_nodes):
         context = _cell_values(getattr(frame, "recompute_fn", None)).get("recompute_context")
         storage = getattr(context, "storage", None)
         if not isinstance(storage, dict):
@@ -333,6 +377,11 @@ else:
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             raise missing("dispatch_mode", "watching each aten call while a step runs")
+
+
+def closure_values(fn: Any) -> dict[str, Any]:
+    """A function's closure cells by name (empty cells left out)."""
+    return _cell_values(fn)
 
 
 if CAPABILITIES["storage_ref"]:

@@ -100,6 +100,11 @@ def holder(names: tuple[str, ...], is_parameter: bool, is_output: bool, leaf_rol
     if is_output:
         return f"output {name} (a live tensor)" if name else "the traced output (a live tensor)"
     if name:
+        if name.startswith("buffer "):  # frames.BUFFER: a module's buffer, e.g. BatchNorm's running_mean
+            return f"the module's {name}"
+        if " (in the closure of " in name:  # frames.CLOSURE
+            var, _, function = name.partition(" (in the closure of ")
+            return f"the closure of {function.rstrip(')')} (its {var})"
         return f"user variable {name}"
     return None
 

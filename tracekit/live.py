@@ -3,8 +3,10 @@
 The handle keeps weak references to the traced outputs (an autograd node cannot be weakly
 referenced, and the outputs lead to every node); the saved storages are watched through bare
 weak references that the trace's data owns (reader._Data). Holding a trace therefore keeps nothing
-alive: once the caller lets go of the outputs, the graph and its saved values are freed as in
-plain PyTorch, and `graph_nodes` / `tensors` raise GraphReleasedError."""
+the caller holds alive: once the caller lets go of the outputs, the graph and its saved values are
+freed as in plain PyTorch, and `graph_nodes` / `tensors` raise GraphReleasedError. An output
+nobody held when it was traced (`tk.trace(f(x)).backward()`) is the one exception: the trace is
+the only way to that graph, so it keeps that output (and its graph) until the trace goes."""
 
 from __future__ import annotations
 
@@ -49,13 +51,16 @@ def forward_order(everything: list[Any]) -> list[Any]:
 
 class Live:
     """Weak references to the traced outputs, and each node's index by its sequence number (from
-    the build: no re-walk in forward order to find a node's row)."""
+    the build: no re-walk in forward order to find a node's row); the outputs nobody else held
+    when traced (`tk.trace(f(x))`), kept: the trace is the only way to their graph."""
 
-    __slots__ = ("outputs", "index_by_seq")
+    __slots__ = ("outputs", "index_by_seq", "kept")
 
-    def __init__(self, outputs: tuple[torch.Tensor, ...], index_by_seq: dict[int, int] | None = None) -> None:
+    def __init__(self, outputs: tuple[torch.Tensor, ...], index_by_seq: dict[int, int] | None = None,
+                 kept: tuple[bool, ...] = ()) -> None:
         self.outputs = tuple(weakref.ref(t) for t in outputs)
         self.index_by_seq = index_by_seq
+        self.kept = tuple(t for t, keep in zip(outputs, kept) if keep)
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The traced outputs (GraphReleasedError if the caller let go of one)."""

@@ -39,6 +39,7 @@ class HeldIn(_Words):
     GRAPH = "graph"  # by the autograd graph itself
     HOST = "host (save_on_cpu)"  # copied to CPU memory by torch.autograd.graph.save_on_cpu
     RECOMPUTED = "recomputed in backward (checkpoint)"  # not kept: torch.utils.checkpoint reruns the forward
+    CHECKPOINT = "kept by checkpoint to recompute"  # a checkpointed region's input, kept to rerun its forward
     HOOK = "custom saved-tensor hook"  # packed by the user's own saved_tensors_hooks (see Residual.hook)
 
 

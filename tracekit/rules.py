@@ -79,6 +79,37 @@ RULES: dict[str, dict[str, str]] = {
     "StackBackward0": {"tensors": "grad.unbind(dim)[i]"},
 }
 
+# The engine's own nodes (torch/csrc/autograd/functions: basic_ops.h, tensor.h, comm.h,
+# accumulate_grad.h), which derivatives.yaml does not list; `tests/test_rules.py` builds each one
+# that a CPU build can make. Their names carry the C++ namespace, as `grad_fn.name()` gives them.
+ENGINE_RULES: dict[str, dict[str, str]] = {
+    # an in-place write into a view (`x[0] = y`, `x[1] *= w`): the base gets grad with the written
+    # part replaced by what the wrapped op's rule gives; the wrapped op's inputs get its rule on grad[view]
+    "torch::autograd::CopySlices": {"self": "grad with grad[view] = op's rule for the overwritten view",
+                                    "src": "op's rule applied to grad[view]"},
+    "torch::autograd::CopyBackwards": {"self": "zeros_like(grad) (copy_ overwrote it)",
+                                       "src": "grad.to(src's dtype and device)"},
+    "torch::autograd::AccumulateGrad": {"variable": "variable.grad += grad"},
+    "torch::autograd::GraphRoot": {"outputs": "the gradients backward() was given (ones for a scalar)"},
+    "torch::autograd::Identity": {"self": "grad"},
+    "torch::autograd::Error": {"self": "raises: this op has no derivative"},
+    "torch::autograd::NotImplemented": {"self": "raises: this op's derivative is not implemented"},
+    "torch::autograd::DelayedError": {"self": "grad (raises only if differentiated once more)"},
+    "torch::autograd::UndefinedGrad": {"self": "grad (undefined)"},
+    "torch::autograd::UndefinedGradBackward": {"self": "undefined (no gradient flows)"},
+    "torch::autograd::Scatter": {"self": "gather(grad from each device)"},
+    "torch::autograd::Gather": {"tensors": "grad.chunk(devices)[i]"},
+}
+# Python autograd.Functions (PyNode: `<Function>Backward`): the Function's own backward, with the
+# tensors its forward saved; a few that torch itself defines, in words.
+CUSTOM_RULES: dict[str, str] = {
+    "CompiledFunctionBackward": "the compiled backward graph (AOTAutograd) on grad and saved_tensors",
+    "BackwardHookFunctionBackward": "grad (passed through: a module's full backward hook sees it)",
+    "CheckpointFunctionBackward": "reruns the checkpointed forward, then its backward on grad (reentrant)",
+    "_NoopSaveInputsBackward": "nothing (it keeps a checkpoint's inputs in saved_tensors for recompute)",
+}
+_CUSTOM_NODE = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*Backward$|^torch::autograd::CppNode<")
+
 NOT_DESCRIBED = "rule not described yet"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
@@ -86,9 +117,13 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 @functools.cache
 def rule_table(node_name: str) -> dict[str, str] | None:
     """input -> gradient formula for a node: the lesson table's, else PyTorch's (marked), else None."""
-    table = RULES.get(node_name)
+    table = RULES.get(node_name) or ENGINE_RULES.get(node_name)
     if table is not None:
         return table
+    if _CUSTOM_NODE.match(node_name):
+        function = node_name.removesuffix("Backward")
+        words = CUSTOM_RULES.get(node_name) or f"{function}.backward(ctx, grad), reading saved_tensors"
+        return {"inputs": words}
     found = derivatives.lookup(node_name)
     if found is None:
         return None

@@ -16,6 +16,8 @@ import torch
 
 from .internals import (
     checkpoint_cache,
+    checkpoint_frames_of,
+    checkpoint_inputs,
     custom_raw_saved,
     is_custom_function,
     raw_slot,
@@ -25,8 +27,8 @@ from .internals import (
 )
 from .rows import HeldIn, Status
 
-__all__ = ["SavedSlot", "attributes", "checkpoint_cache", "is_custom_function", "raw_slot", "released",
-           "saved_slots", "saved_values", "slot_names"]
+__all__ = ["CHECKPOINT_RULE", "SavedSlot", "attributes", "checkpoint_cache", "checkpoint_kept", "is_custom_function",
+           "raw_slot", "released", "saved_slots", "saved_values", "slot_names"]
 
 
 @dataclass(slots=True)
@@ -95,6 +97,31 @@ def _read_raw(node: Any, slot: str, raw: Any, unpack: Any) -> SavedSlot:
     return SavedSlot(slot, Status.LIVE, value)
 
 
+CHECKPOINT_RULE = "read by torch.utils.checkpoint to rerun the region's forward in backward"
+
+
+def checkpoint_kept(node: Any, seen: list[Any]) -> list[SavedSlot]:
+    """The inputs each checkpointed region whose saved values this node holds keeps for recompute
+    (`checkpoint args[0]`, ...), for regions not in `seen` yet (which this adds them to): real
+    memory that only the graph holds, through checkpoint's unpack hooks."""
+    out: list[SavedSlot] = []
+    for frame in checkpoint_frames_of(node):
+        if any(frame is f for f in seen):
+            continue
+        seen.append(frame)
+        for name, raw in checkpoint_inputs(frame):
+            slot = f"checkpoint {name}"
+            if isinstance(raw, torch.Tensor):
+                out.append(SavedSlot(slot, Status.LIVE, raw, HeldIn.CHECKPOINT))
+                continue
+            saved = _read_raw(node, slot, raw, raw.unpack)
+            if saved.place is HeldIn.GRAPH:
+                saved.place = HeldIn.CHECKPOINT
+            if saved.status is not Status.NOT_SAVED:
+                out.append(saved)
+    return out
+
+
 def released(node: Any, slots: list[str]) -> list[str]:
     """Which of these slots autograd has released, read without unpacking anything (cheap)."""
     if is_custom_function(node):
@@ -104,7 +131,8 @@ def released(node: Any, slots: list[str]) -> list[str]:
             return list(slots)
         return []
     gone = []
-    for slot in slots:
+    own = [slot for slot in slots if not slot.startswith("checkpoint ")]
+    for slot in own:
         try:
             raw = raw_slot(node, slot)
         except (RuntimeError, IndexError):  # a released tensor list refuses to be read at all
@@ -112,6 +140,8 @@ def released(node: Any, slots: list[str]) -> list[str]:
             continue
         if raw is not None and raw.data is None:
             gone.append(slot)
+    if own and len(gone) == len(own):  # what a checkpoint keeps goes with the node's own saved values
+        gone = [slot for slot in slots if slot in gone or slot.startswith("checkpoint ")]
     return gone
 
 

@@ -15,6 +15,7 @@ from .live import Live
 from .observe import observe_backward
 from .reader import Step, TraceData
 from .render.dot import WIDTH, trace_graph
+from .render.overview import module_graph, overview_graph, wants_overview
 from .render.prediction import Prediction, predict_backward
 from .render.svg import render_svg, scrolling_html
 from .render.table import Table, module_table, residual_table, trace_text
@@ -119,10 +120,21 @@ class Trace(TraceData):
     def __repr__(self) -> str:
         return self.text()
 
+    def overview(self) -> graphviz.Source:
+        """A model's first picture, at full size: its modules as boxes (ops, residuals, bytes only
+        the graph keeps, free steps), repeated blocks drawn once with their count."""
+        return overview_graph(self)
+
+    def draw_module(self, path: str) -> graphviz.Source:
+        """One module's full drawing (`"transformer.h.0.attn"`, a path from `tr.by_module()`): its
+        ops and each residual with its bytes and free point."""
+        return module_graph(self, path)
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         bundle = {"text/plain": self.text()}
-        try:
-            bundle["image/svg+xml"] = svg = self.svg()
+        try:  # a captured model too big for one drawing shows its overview first
+            big = wants_overview(self)
+            bundle["image/svg+xml"] = svg = render_svg(self.overview().source) if big else self.svg()
             wide = scrolling_html(svg, WIDTH)  # wider than a cell: full size in a box that scrolls sideways
             if wide is not None:
                 bundle["text/html"] = wide

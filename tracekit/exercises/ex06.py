@@ -46,10 +46,13 @@ def _draw(rng: random.Random) -> dict:
             "measure": {"grade": {"seed": seed + 1, **GRADE_SIZE}, "self": {"seed": seed + 2, **SELF_SIZE}}}
 
 
-def _number(value: object) -> float:
+def _number(value: object, step: int) -> float:
     if isinstance(value, torch.Tensor):
+        if value.grad_fn is not None or value.requires_grad:
+            raise AnswerError(f"entry {step} of the history is a tensor with history (it keeps its step's graph "
+                              "alive): return a Python float or a tensor without history (`.item()`, `.detach()`)")
         if value.numel() == 1:
-            return float(value.detach())
+            return float(value)
     elif isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
     raise AnswerError(f"each history entry should be a number (or a one-element tensor), got {type(value).__name__}")
@@ -60,11 +63,16 @@ def _run(train: object, inputs: dict) -> dict:
     expect_function(train, "train(model, x, x_val, steps)")
     model, x, x_val = setup(inputs)
     history = student(train, model, x, x_val, inputs["steps"])
-    if isinstance(history, torch.Tensor) and history.dim() == 1 and history.grad_fn is None:
+    if isinstance(history, torch.Tensor) and history.dim() == 1:
+        if history.requires_grad:
+            raise AnswerError("train returned a tensor with history (it keeps the steps' graphs alive): return "
+                              "Python floats or a tensor without history (`.item()`, `.detach()`)")
         history = history.tolist()  # one number per step, as a tensor without history
+    elif getattr(history, "ndim", None) == 1 and callable(getattr(history, "tolist", None)):
+        history = history.tolist()  # a 1-D array (NumPy's) of the values
     if not isinstance(history, list | tuple):
-        raise AnswerError("train should return a list: one diagnostic value per step")
-    return {"history": [_number(v) for v in history],
+        raise AnswerError("train should return a list (or a tuple, or a 1-D array): one diagnostic value per step")
+    return {"history": [_number(v, i) for i, v in enumerate(history)],
             "params": [v for p in model.parameters() for v in p.detach().flatten().tolist()[:64]]}
 
 
@@ -86,8 +94,9 @@ EXERCISE = Exercise(
                   "The loop in the cell below runs `steps` SGD steps (lr=0.1) on `model(x).pow(2).mean()` and, "
                   "after each step, logs the diagnostic `val = model(x_val).pow(2).mean()` — computed with grad "
                   "enabled and never backwarded, so `history.append(val)` keeps that step's whole graph "
-                  "alive. Make it return the same values (one number per step: a Python float, or a tensor "
-                  "without history) and train the model the same way, while the memory still alive after "
+                  "alive. Make it return the same values (a list, tuple or 1-D array of one number per step: a "
+                  "Python float, or a tensor without history) and train the model the same way, while the memory "
+                  "still alive after "
                   "`train` returns (beyond the gradients) stays at a few bytes per step and the peak does not "
                   "grow with the steps. `.item()`, `.detach()` or computing the diagnostic under "
                   "`torch.no_grad()` all work. The values are checked on a model drawn at check time; the memory "
