@@ -22,13 +22,14 @@ import pytest
 
 from tracekit.errors import GradesConflictError, SubmissionError
 from tracekit.grading import isolation, sandbox
+from tracekit.grading.gradebook import grades_text as grades_csv
+from tracekit.grading.gradebook import write_from
 from tracekit.grading.grader import (
     MAX_REPORT_BYTES,
     Options,
     _key,
     folder_for,
     grade_all,
-    grades_csv,
     gradescope,
     load_report,
     make_report,
@@ -208,7 +209,7 @@ def test_merging_shards_refuses_a_student_graded_twice_with_different_scores(tmp
     assert [(r["student"], float(r["score"])) for r in rows] == [("ann", 5.0), ("bob", 2.0)]
     assert any("different shard counts" in line for line in said)
     _results(c, "bob", 4, (2, 3))
-    with pytest.raises(GradesConflictError, match="'bob' is graded more than once with different scores"):
+    with pytest.raises(GradesConflictError, match="'bob' was graded twice with different scores"):
         grades_csv([a, b, c], warn=said.append)
     done = subprocess.run([sys.executable, "-m", "tracekit", "grades", str(a), str(b), str(c)],
                           capture_output=True, text=True, timeout=300)
@@ -284,11 +285,17 @@ def test_assignment_regrading_and_outcomes(tmp_path):
         assert f"bob/ex01.ipynb: {line}" in bob["problems"]
     output = json.loads((out / "bob" / "results.json").read_text())["output"]
     assert "CellTimeout" in output and "ex02 is not part of this assignment" in output
-    rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open())}
+    rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8-sig"))}
     assert rows["ann"]["max_score"] == "9" and "not submitted" in rows["ann"]["problems"]
     # a rerun keeps what did not change, regrades what did, and says which
     done = _grade_cli(subs, out, "--exercises", "ex01,ex03", *QUICK)
     assert "already graded: 2 (unchanged, kept); to grade: 0" in done.stderr
+    # without --exercises the folder's assignment stays (its "not submitted" zeros with it), and is said
+    done = _grade_cli(subs, out, *QUICK)
+    assert "assignment: ex01,ex03 (as this results folder was graded" in done.stderr
+    assert "already graded: 2 (unchanged, kept); to grade: 0" in done.stderr
+    rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8-sig"))}
+    assert (rows["ann"]["score"], rows["ann"]["max_score"]) == ("5", "9") and rows["ann"]["ex03"] == "0"
     shutil.copy(REF03, subs / "bob" / "ex03.ipynb")
     done = _grade_cli(subs, out, "--exercises", "ex01,ex03", *QUICK)
     assert "already graded: 1" in done.stderr and "regrading bob: changed: bob/ex03.ipynb" in done.stderr
@@ -333,13 +340,15 @@ def test_hostile_names_and_a_live_folder_swap_bend_nothing(tmp_path):
                    folder_for("Ann Lee"): 0, "mallory": 0}
     assert "quarantined" in " ".join(reports["ivan\\u200b"]["problems"])
     assert "looks like this one" in " ".join(reports["ivan"]["problems"])
-    rows = {r["student"]: r["score"] for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8"))}
+    write_from([out], out)  # as `tracekit grade` does after grading
+    rows = {r["student"]: r["score"] for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8-sig"))}
     assert {k: float(v) for k, v in rows.items()} == got
     manifest = json.loads((out / "students.json").read_text())
     assert len(manifest) == len(got) and set(manifest.values()) == set(got)
     again = grade_all(subs, out, Options(timeout=300, jobs=2), progress=lines.append)
     assert again == [] or [r["student"] for r in again] == ["mallory"]  # her folder is a link now
-    rows = {r["student"]: float(r["score"]) for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8"))}
+    write_from([out], out)
+    rows = {r["student"]: float(r["score"]) for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8-sig"))}
     assert {k: v for k, v in rows.items() if k != "mallory"} == {k: v for k, v in got.items() if k != "mallory"}
 
 
@@ -472,3 +481,22 @@ print(json.dumps({{"iso": isolation.detect().describe(), "obs": ran.observations
     assert 0 < got["obs"]["q1"]["value"][0] < 50  # 300 asked for: the sandbox's uid may have 50
     assert "more than its memory limit" in " ".join(got["notes"]), got  # 4 × 400 MB > 1024 MB
     assert got["survivors"] == 0
+
+
+@pytest.mark.grading
+def test_check_names_what_grade_names_and_a_broken_notebook_is_no_score(tmp_path):
+    """`tracekit check` on a notebook whose cell raises or loops says so, as `tracekit grade` lists it,
+    and exits 1; `tracekit grade` of a notebook that is not JSON says why, never "0/0", and exits 1."""
+    nbformat.write(with_cell(REF01, "1/0"), tmp_path / "raises.ipynb")
+    nbformat.write(with_cell(REF01, "while True:\n    pass"), tmp_path / "loops.ipynb")
+    for name, said in (("raises", "ZeroDivisionError: division by zero"), ("loops", "CellTimeout")):
+        done = subprocess.run([sys.executable, "-m", "tracekit", "check", str(tmp_path / f"{name}.ipynb"),
+                               "--timeout", "20"], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 1, (name, done.stdout, done.stderr)
+        assert "5 / 5 points" in done.stdout  # the answers still count; what went wrong is named
+        assert any(line.strip().startswith("problem: ") and said in line for line in done.stdout.splitlines())
+    (tmp_path / "broken.ipynb").write_text('{"cells": [ {"cell_type": "code", "sou')
+    done = subprocess.run([sys.executable, "-m", "tracekit", "grade", str(tmp_path / "broken.ipynb"), "--out",
+                           str(tmp_path / "res")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1 and "0/0" not in done.stderr, done.stderr
+    assert "broken.ipynb is not a valid notebook (JSON error" in done.stderr.splitlines()[-1]

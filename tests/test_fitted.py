@@ -12,6 +12,7 @@ import nbformat
 import pytest
 
 from tracekit.exercises import draw_inputs, get, judge_all, probe_all
+from tracekit.grading.gradebook import write_from
 from tracekit.grading.grader import Options, content_digest, grade_all, student_seed
 from tracekit.grading.submission import read
 
@@ -107,6 +108,7 @@ def test_a_resubmission_fitted_to_its_own_feedback_earns_nothing(tmp_path):
     shutil.copy(REF03, subs / "ann.ipynb")
     options = Options(timeout=120, memory_mb=3072, cell_timeout=30, secret=SECRET)
     (first,) = grade_all(subs, out, options, progress=lambda line: None)
+    write_from([out], out)  # the feedback, as `tracekit grade` writes it after grading
     assert first["score"] == 4
     seed = first["exercises"][0]["seed"]
     assert f"seed {seed}" in (out / "feedback" / "ann.md").read_text(encoding="utf-8")  # what she reads

@@ -21,6 +21,7 @@ from tracekit.errors import GradebookError
 from tracekit.exercises import get
 from tracekit.grading import classlist, gradebook
 from tracekit.grading.grader import _key, folder_for, in_shard, make_report, write_report
+from tracekit.grading.report import StudentReport
 
 ASSIGNED = ["ex01", "ex02", "ex03"]
 FAMILY = [f"p{i}" for i in range(1, 7)]
@@ -63,11 +64,14 @@ def not_submitted(exercise):
             "questions": [], "status": "not submitted"}
 
 
-def sign(out: Path, report: dict) -> dict:
-    report["isolation"] = "isolation: full (test)"  # the same on every machine
-    report["assigned"] = list(ASSIGNED)
-    write_report(out, report, _key(out, create=True))
-    return report
+def sign(out: Path, report: dict | StudentReport) -> StudentReport:
+    raw = report.to_json() if isinstance(report, StudentReport) else dict(report)
+    raw.pop("signature", None)
+    raw["isolation"] = "isolation: full (test)"  # the same on every machine
+    raw["assigned"] = list(ASSIGNED)
+    typed = StudentReport.from_json(raw)
+    write_report(out, typed, _key(out, create=True))
+    return typed
 
 
 def draw_class(seed: int = 27):
@@ -144,7 +148,7 @@ def klass(tmp_path_factory):
 
 
 def read_csv(path: Path) -> list[list[str]]:
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")
     return list(csv.reader(io.StringIO(text)))
 
 
@@ -207,17 +211,17 @@ def test_two_gradings_and_a_merge_of_shards_give_identical_files(klass, tmp_path
 def test_a_student_graded_twice_with_other_scores_is_refused(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     reports, _ = write_class(a, ["student01", "student02"])
-    sign(b, json.loads(json.dumps(reports["student02"])))  # the same result in a second shard: merged once
+    sign(b, reports["student02"].to_json())  # the same result in a second shard: merged once
     book = gradebook.write_from([a, b], tmp_path / "out")
     assert [r.student for r in book.signed] == ["student01", "student02"]
-    other = json.loads(json.dumps(reports["student01"]))
-    other.pop("signature")
+    other = reports["student01"].to_json()
+    other.pop("signature", None)
     other["score"] = 0
     sign(b, other)
     with pytest.raises(GradebookError, match="'student01' was graded twice with different scores"):
         gradebook.write_from([a, b], tmp_path / "out")
     stale = json.loads(json.dumps(other))
-    stale.pop("signature")
+    stale.pop("signature", None)
     stale["folder"] = "student01-old"  # left by a grader that named folders otherwise: the current one counts
     stale["exercises"] = [part(e, [question(q, 0) for q in get(e).questions]) for e in ASSIGNED]
     assert reports["student01"]["score"] > 0
@@ -356,7 +360,8 @@ def test_summary_html_escapes_everything_and_says_what_matters(klass):
     assert csp and "default-src 'none'" in csp[0]["content"]
     text = "".join(page.text)
     assert "<script>alert(1)</script>" in text and "<script>alert(1)</script>.ipynb: <b>not graded</b>" in text
-    assert "<img src=x onerror=alert(1)>" in text  # student03's message, among the most common messages: as text
+    # student03's message, among the most common mistakes (its numbers shown as …): as text
+    assert "<img src=x onerror=alert(…)>" in text
     questions = sum(len(get(e).questions) for e in ASSIGNED)
     assert tags.count("svg") == questions + 1  # one chart per question and one of the totals
     # the most common wrong entry of each table question is p4 (drawn wrong in every wrong answer)
@@ -391,7 +396,7 @@ def test_without_an_assignment_the_columns_are_what_was_submitted(tmp_path):
     reports, _ = draw_class()
     plain = []
     for name in ("student01", "student19"):
-        report = json.loads(json.dumps(reports[name]))
+        report = reports[name].to_json()
         report.pop("assigned", None)
         plain.append(report)
     book = gradebook.collect(plain)
@@ -424,7 +429,8 @@ def test_cli_merges_shards_into_the_gradebook(tmp_path):
         assert (tmp_path / "book" / name).stat().st_size > 500
     assert len(os.listdir(tmp_path / "book" / "feedback")) == 30
     stdout = cli(str(a), str(b))
-    assert stdout.returncode == 0 and stdout.stdout == (tmp_path / "book" / "grades.csv").read_text(encoding="utf-8")
+    assert stdout.returncode == 0  # the same rows; the file starts with a BOM for Excel, standard output does not
+    assert stdout.stdout == (tmp_path / "book" / "grades.csv").read_text(encoding="utf-8-sig")
     one = cli(str(a), str(b), "--out", str(tmp_path / "class.csv"), "--exercises", "ex01")
     assert one.returncode == 0 and read_csv(tmp_path / "class.csv")[0][:4] == ["student", "score", "max_score", "ex01"]
     bad = cli(str(a), "--exercises", "ex99")

@@ -14,6 +14,7 @@ import pytest
 
 from tracekit.exercises import IDS, draw_inputs, get
 from tracekit.grading import sandbox
+from tracekit.grading.gradebook import write_from
 from tracekit.grading.grader import Options, grade_all, in_shard, parse_shard, read_secret
 from tracekit.grading.submission import SubmissionError, discover, identify, read
 
@@ -88,6 +89,7 @@ def batch(tmp_path_factory):
     lines = []
     reports = grade_all(subs, out, Options(timeout=300, memory_mb=3072, jobs=2, cell_timeout=10),
                         progress=lines.append)
+    write_from([out], out)  # as `tracekit grade` does after grading
     return {"subs": subs, "out": out, "reports": {r["student"]: r for r in reports}, "lines": lines}
 
 
@@ -173,14 +175,14 @@ def test_result_files_gradescope_format_and_class_csv(batch):
     assert len(result["tests"]) == 3
     for t in result["tests"]:
         assert set(t) >= {"name", "score", "max_score", "output", "visibility"} and t["visibility"] == "visible"
-    rows = list(csv.DictReader((out / "grades.csv").open()))
+    rows = list(csv.DictReader((out / "grades.csv").open(encoding="utf-8-sig")))
     assert {r["student"] for r in rows} == set(batch["reports"])
     ref = next(r for r in rows if r["student"] == "ref_ex02")
     assert ref["score"] == ref["ex02"] == "6" and [ref[f"ex02.q{i}"] for i in (1, 2, 3)] == ["2", "2", "2"]
     assert ref["ex01"] == "" and next(r for r in rows if r["student"] == "blank")["ex01"] == "0"
     feedback = (out / "feedback" / "ref_ex02.md").read_text(encoding="utf-8")
     assert "## ex02 · A small trace, by hand: 6 / 6" in feedback and "**q3** (2/2)" in feedback
-    assert "set `q1_slots` to your answer" in (out / "feedback" / "blank.md").read_text(encoding="utf-8")
+    assert "set \\`q1_slots\\` to your answer" in (out / "feedback" / "blank.md").read_text(encoding="utf-8")
     canvas = list(csv.reader((out / "canvas.csv").open(encoding="utf-8")))
     assert canvas[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
     assert canvas[1][0] == "Points Possible" and len(canvas) == 2 + len(batch["reports"])

@@ -19,7 +19,9 @@ import pytest
 import tracekit
 from tracekit.exercises import get
 from tracekit.grading import isolation, sandbox
-from tracekit.grading.grader import KEY, Options, folder_for, grade_all, grades_csv
+from tracekit.grading.gradebook import grades_text as grades_csv
+from tracekit.grading.gradebook import write_from
+from tracekit.grading.grader import KEY, Options, folder_for, grade_all
 from tracekit.grading.sandbox import uid_processes
 
 pytestmark = pytest.mark.grading
@@ -148,7 +150,8 @@ def klass(tmp_path_factory):
     seconds = time.monotonic() - started
     listener.close()
     time.sleep(1.0)  # any daemon would have written by now
-    rows = list(csv.DictReader((out / "grades.csv").open(encoding="utf-8")))
+    write_from([out], out)  # as `tracekit grade` does after grading
+    rows = list(csv.DictReader((out / "grades.csv").open(encoding="utf-8-sig")))
     return {"subs": subs, "out": out, "reports": {r["student"]: r for r in reports}, "lines": lines,
             "rows": {r["student"]: r for r in rows}, "seconds": seconds}
 

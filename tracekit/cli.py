@@ -6,6 +6,10 @@ import argparse
 import sys
 
 USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
+# what --timeout means, the same in grade, check and autograder (they run one sandbox)
+TIMEOUT_HELP = ("seconds one notebook may take (default 120): CPU-seconds of its sandbox where a cgroup cpu "
+                "controller counts them (wall-clock time then capped at 3x that), else wall-clock seconds; the "
+                "same in grade, check and autograder")
 
 
 def _version() -> str:
@@ -47,8 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--secret-file", help="the instructor's secret the inputs are drawn from (at least 16 "
                        "bytes; default: the results folder's key)")
     grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (default 1)")
-    grade.add_argument("--timeout", type=float, default=120,
-                       help="seconds per notebook: CPU-seconds where a cpu cgroup counts them (default 120)")
+    grade.add_argument("--timeout", type=float, default=120, help=TIMEOUT_HELP)
     grade.add_argument("--memory", type=int, default=4096, help="memory limit per notebook in MB (default 4096)")
     grade.add_argument("--shard", default="1/1", help="grade only part i of n, e.g. 2/5 (default 1/1)")
     grade.add_argument("--strict", action="store_true",
@@ -59,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="grade one notebook the way the instructor will, and print the result",
                            description="Run the grading pipeline (sandboxed kernel, fresh inputs) on one notebook.")
     check.add_argument("notebook")
-    check.add_argument("--timeout", type=float, default=120, help="wall seconds (default 120)")
+    check.add_argument("--timeout", type=float, default=120, help=TIMEOUT_HELP)
     check.add_argument("--memory", type=int, default=4096, help="memory limit in MB (default 4096)")
     release = sub.add_parser("release", help="write the student release of the exercises (no solutions, no outputs)",
                              description="Copy the exercise notebooks, outputs cleared, into OUT (e.g. a repository "
@@ -80,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     autograder.add_argument("--out", required=True, help="the zip to write, e.g. autograder.zip")
     autograder.add_argument("--exercises", help="the exercises this assignment grades, e.g. ex01,ex03 (default: all)")
-    autograder.add_argument("--timeout", type=float, default=120, help="wall seconds per notebook (default 120)")
+    autograder.add_argument("--timeout", type=float, default=120, help=TIMEOUT_HELP)
     autograder.add_argument("--memory", type=int, default=4096, help="memory limit per notebook in MB (default 4096)")
     course = sub.add_parser(
         "course", help="copy the lessons and exercises into a folder of yours (keeps notebooks you changed)",
@@ -197,9 +200,10 @@ def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(str(err))
     if args.jobs < 1 or args.timeout <= 0 or args.memory < 256:
         parser.error("--jobs must be ≥ 1, --timeout > 0 and --memory ≥ 256")
-    submissions = Path(args.submissions)
-    if not submissions.is_dir() and not (submissions.is_file() and submissions.suffix == ".ipynb"):
-        print(f"tracekit grade: no such folder or notebook: {submissions}", file=sys.stderr)
+    submissions, out = Path(args.submissions), Path(args.out)
+    wrong = _not_submissions(submissions) or _not_a_folder(out)
+    if wrong:
+        print(f"tracekit grade: {wrong}", file=sys.stderr)
         return 2
     try:
         secret = read_secret(Path(args.secret_file)) if args.secret_file else None
@@ -207,12 +211,51 @@ def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                           strict=args.strict, unsafe=args.unsafe, exercises=exercises, force=args.force,
                           layout=args.layout, secret=secret,
                           hide=(str(Path(args.secret_file).resolve()),) if args.secret_file else ())
-        reports = grade_all(submissions, Path(args.out), options)
+        reports = grade_all(submissions, out, options)
+        from .grading.gradebook import write_from
+
+        book = write_from([out], out)  # grades.csv, canvas.csv, moodle.csv, feedback/, summary.html
     except TracekitError as err:
         print(f"tracekit grade: {err}", file=sys.stderr)
         return 2
-    print(f"graded {len(reports)} students; results in {args.out}, class CSV in {Path(args.out) / 'grades.csv'}")
+    except OSError as err:  # the results folder cannot be made or written (a file in its path, no permission)
+        print(f"tracekit grade: {err.strerror or err}" + (f" ({err.filename})" if err.filename else ""),
+              file=sys.stderr)
+        return 2
+    for note in book.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"graded {len(reports)} students; results in {out}, class CSV in {out / 'grades.csv'}")
+    unread = [p for r in reports for p in r.exercises if p.exercise is None]
+    if submissions.is_file() and unread:
+        print(f"tracekit grade: {unread[0].notebook}: {unread[0].problem}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _not_a_folder(out: object) -> str | None:
+    """Why --out OUT cannot be the results folder (None: a folder, or one that can be made)."""
+    from pathlib import Path
+
+    out = Path(str(out))
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file: give a folder for the results (made if missing)"
+    above = next((p for p in out.absolute().parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        return f"--out {out}: {above} is a file, so no folder can be made there"
+    return None
+
+
+def _not_submissions(path: object) -> str | None:
+    """Why `tracekit grade PATH` cannot grade PATH (None: a folder, or a notebook)."""
+    from pathlib import Path
+
+    path = Path(str(path))
+    if path.is_dir() or (path.is_file() and path.suffix == ".ipynb"):
+        return None
+    if path.exists():
+        return (f"{path} is a file, not a notebook (.ipynb) or a folder of submissions: give the folder that holds "
+                "<student>.ipynb files or <student>/ folders")
+    return f"no such folder or notebook: {path}"
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -224,16 +267,18 @@ def _check(args: argparse.Namespace) -> int:
     require_judges()  # a student's install: tk.check in the notebook checks against the sealed key
     path = Path(args.notebook)
     if not path.is_file():
-        print(f"tracekit check: no such notebook: {path}", file=sys.stderr)
+        what = f"{path} is a folder, not a notebook" if path.is_dir() else f"no such notebook: {path}"
+        print(f"tracekit check: {what}", file=sys.stderr)
         return 2
     part = grade_notebook(path, path.stem, Options(timeout=args.timeout, memory_mb=args.memory))
-    if part.get("problem"):
-        print(f"{path.name}: {part['problem']}")
+    if part.exercise is None:  # not a notebook tracekit can read
+        print(f"{path.name}: {part.problem}")
         return 1
-    print(score_text(part["exercise"], part["title"], part["score"], part["max_score"], part["questions"]))
-    for note in part["sandbox"]["notes"]:
-        print(f"  note: {note}")
-    return 0
+    print(score_text(part.exercise, part.title, part.score, part.max_score, list(part.questions)))
+    said = part.outcomes()  # what `tracekit grade` lists as this notebook's problems
+    for line in said:
+        print(f"  problem: {line}")
+    return 1 if said else 0
 
 
 def _release(out: str) -> int:
@@ -241,6 +286,7 @@ def _release(out: str) -> int:
 
     import nbformat
 
+    from . import __version__
     from .course import course_source
 
     source = course_source() / "exercises"
@@ -251,6 +297,7 @@ def _release(out: str) -> int:
     target.mkdir(parents=True, exist_ok=True)
     for path in sorted(source.glob("ex*.ipynb")):
         book = nbformat.read(path, as_version=4)
+        book.metadata.setdefault("tracekit", {})["release"] = __version__  # a grade says when it is another
         for cell in book.cells:
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None
@@ -262,23 +309,30 @@ def _release(out: str) -> int:
 def _grades(results: list[str], out: str, exercises: str | None = None) -> int:
     from pathlib import Path
 
-    from .errors import GradebookError, TracekitError
+    from .errors import TracekitError
     from .grading.autograder import parse_exercises
     from .grading.gradebook import grades_text, write_from
-    from .grading.grader import load_reports, write_atomic
+    from .grading.report import write_atomic
 
+    notes: list[str] = []
     try:
         assigned = list(parse_exercises(exercises)) if exercises else None
         dirs = [Path(r) for r in results]
-        load_reports(dirs)  # a student graded twice with different scores is refused; shards are warned about
         if out == "-" or out.endswith(".csv"):
-            text = grades_text(dirs, assigned)
+            text = grades_text(dirs, assigned)  # a student graded twice with different scores is refused
             if out != "-":
-                write_atomic(Path(out), text)
+                if Path(out).is_dir():
+                    raise TracekitError(f"--out {out} is a folder: give a file name, or the folder without .csv")
+                write_atomic(Path(out), text, bom=True)  # Excel reads a file with a BOM as UTF-8
         else:
             book = write_from(dirs, Path(out), assigned)
-    except (GradebookError, TracekitError, ValueError) as err:
+            notes = book.notes
+    except (TracekitError, ValueError) as err:
         print(f"tracekit grades: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # the gradebook cannot be written there (a file in its path, no permission)
+        print(f"tracekit grades: {err.strerror or err}" + (f" ({err.filename})" if err.filename else ""),
+              file=sys.stderr)
         return 2
     if out == "-":
         sys.stdout.write(text)
@@ -287,6 +341,8 @@ def _grades(results: list[str], out: str, exercises: str | None = None) -> int:
     else:
         print(f"wrote the gradebook of {len(book.signed)} students to {out}: grades.csv, canvas.csv, moodle.csv, "
               "feedback/, summary.html")
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     return 0
 
 

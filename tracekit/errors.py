@@ -83,10 +83,6 @@ class IsolationError(TracekitError, RuntimeError):
     """The machine cannot isolate submissions as this run requires: the message says what to do."""
 
 
-class GradesConflictError(TracekitError, ValueError):
-    """Results folders list one student twice with different scores: the message names both."""
-
-
 class AutograderError(TracekitError, RuntimeError):
     """The autograder bundle cannot be built here (for example: not a source checkout of tracekit)."""
 
@@ -98,6 +94,10 @@ class JudgesMissingError(TracekitError, RuntimeError):
 class GradebookError(TracekitError, ValueError):
     """The results cannot be merged into one gradebook (a student graded twice with different scores,
     an unknown exercise in the assignment): the message says what to do."""
+
+
+class GradesConflictError(GradebookError):
+    """Results folders list one student twice with different scores: the message names both."""
 
 
 class CourseError(TracekitError):

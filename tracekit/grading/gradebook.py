@@ -17,9 +17,11 @@ import html
 import io
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..errors import GradebookError
 from ..exercises import get
 from .classlist import (
     CANVAS,
@@ -39,14 +41,23 @@ from .classlist import (
     one_line,
     visible,
 )
-from .grader import _cell, write_atomic
+from .report import write_atomic
 from .summary import summary_html
 
 CANVAS_IDENTITY = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_IDENTITY = "username"
 
-__all__ = ["OUTPUTS", "Gradebook", "canvas_csv", "collect", "feedback_md", "grades_csv", "grades_text",
-           "load_reports", "md", "moodle_csv", "summary_html", "visible", "write_from", "write_gradebook"]
+__all__ = ["OUTPUTS", "Gradebook", "canvas_csv", "cell", "collect", "feedback_md", "grades_csv", "grades_text",
+           "load_reports", "md", "moodle_csv", "moodle_warning", "summary_html", "visible", "write_from",
+           "write_gradebook"]
+
+
+def cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet will not run as a formula."""
+    if isinstance(value, (int, float)):
+        return value
+    text = str(value)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r", "|") else text
 
 
 def _text(value: Any) -> str:
@@ -56,7 +67,7 @@ def _text(value: Any) -> str:
 
 def _csv(rows: list[list[Any]]) -> str:
     buf = io.StringIO()
-    cells = [["-" if c == "-" else _cell(_text(c)) for c in row] for row in rows]  # a lone '-' is no formula
+    cells = [["-" if c == "-" else cell(_text(c)) for c in row] for row in rows]  # a lone '-' is no formula
     csv.writer(buf, lineterminator="\n").writerows(cells)
     return buf.getvalue()
 
@@ -100,6 +111,21 @@ def _feedback_line(part: Part) -> str:
     if part.problem:
         lines.append(part.problem)
     return html.escape("; ".join(lines), quote=False)
+
+
+_MOODLE_USERNAME = re.compile(r"[a-z0-9_.@-]+")  # Moodle's PARAM_USERNAME without extended characters
+
+
+def moodle_warning(book: Gradebook) -> str | None:
+    """What to say when moodle.csv's identifier column holds names that cannot be Moodle usernames
+    (a display name like "José María"): None when every one could be."""
+    odd = [r.student for r in book.signed if not _MOODLE_USERNAME.fullmatch(r.student)]
+    if not odd:
+        return None
+    shown = ", ".join(repr(n) for n in odd[:3]) + (f" and {len(odd) - 3} more" if len(odd) > 3 else "")
+    return (f"moodle.csv: {len(odd)} of {len(book.signed)} names are not Moodle usernames ({shown}): Moodle matches "
+            "rows by username (lower case, no spaces), so those rows will not import; name each submission by "
+            "the student's Moodle username, or map the column to a user field that holds these names")
 
 
 def moodle_csv(book: Gradebook) -> str:
@@ -183,8 +209,14 @@ def write_gradebook(reports: list[dict[str, Any]], out_dir: Path, assigned: list
     """Write grades.csv, canvas.csv, moodle.csv, feedback/<folder>.md and summary.html into out_dir
     (feedback files of students no longer in the class are removed)."""
     book = collect(reports, assigned, unsigned)
+    warning = moodle_warning(book)
+    if warning:
+        book.notes.append(warning)
     out_dir = Path(out_dir)
-    write_atomic(out_dir / GRADES, grades_csv(book))
+    if out_dir.exists() and not out_dir.is_dir():
+        raise GradebookError(f"{out_dir} is a file: give a folder for the gradebook, a .csv path or - (standard "
+                             "output)")
+    write_atomic(out_dir / GRADES, grades_csv(book), bom=True)  # the BOM: Excel reads the file as UTF-8
     write_atomic(out_dir / CANVAS, canvas_csv(book))
     write_atomic(out_dir / MOODLE, moodle_csv(book))
     names = set()
@@ -202,13 +234,17 @@ def write_gradebook(reports: list[dict[str, Any]], out_dir: Path, assigned: list
     return book
 
 
-def write_from(result_dirs: list[Path], out_dir: Path, assigned: list[str] | None = None) -> Gradebook:
+def write_from(result_dirs: list[Path], out_dir: Path, assigned: list[str] | None = None,
+               warn: Callable[[str], None] | None = None) -> Gradebook:
     """Merge the results folders (shards) and write the gradebook into out_dir."""
-    reports, unsigned = load_reports(result_dirs)
+    reports, unsigned = load_reports(result_dirs, warn)
     return write_gradebook(reports, out_dir, assigned, unsigned)
 
 
-def grades_text(result_dirs: list[Path], assigned: list[str] | None = None) -> str:
-    """grades.csv of the merged results folders, as text."""
-    reports, unsigned = load_reports(result_dirs)
+def grades_text(result_dirs: list[Path], assigned: list[str] | None = None,
+                warn: Callable[[str], None] | None = None) -> str:
+    """grades.csv of the merged results folders, as text (only reports this grader signed count,
+    scores clamped to the exercises' points; a student graded twice with different scores is a
+    GradesConflictError)."""
+    reports, unsigned = load_reports(result_dirs, warn)
     return grades_csv(collect(reports, assigned, unsigned))

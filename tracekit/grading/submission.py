@@ -45,6 +45,7 @@ class Submission:
     exercise: str
     code_cells: list[str]
     warnings: list[str] = field(default_factory=list)
+    release: str = ""  # the tracekit release the notebook says it was made for ("" if it does not say)
 
 
 class Folder:
@@ -162,7 +163,15 @@ def read(path: Path | Notebook, student: str, limit: int = MAX_NOTEBOOK_BYTES) -
         else:
             cells.append("")
             warnings.append(f"cell {n} has no text source ({type(source).__name__}): treated as empty")
-    return Submission(student, path, identify(book, cells), cells, warnings)
+    return Submission(student, path, identify(book, cells), cells, warnings, release_of(book))
+
+
+def release_of(book: dict) -> str:
+    """The tracekit release a notebook's metadata says it was made for ("" if it says none)."""
+    meta = book.get("metadata")
+    tag = meta.get("tracekit") if isinstance(meta, dict) else None
+    release = tag.get("release") if isinstance(tag, dict) else None
+    return release[:40] if isinstance(release, str) else ""
 
 
 def identify(book: dict, code_cells: list[str]) -> str:

@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from ..exercises import get
-from .classlist import NOT_SUBMITTED, Gradebook, number
+from .classlist import NOT_SUBMITTED, Gradebook, number, shorten, what_was_wrong
 
 _TOP = 5  # wrong entries and messages listed per question
 
@@ -103,12 +103,12 @@ def _question_box(book: Gradebook, exercise: str, name: str, prompt: str, points
         out.append("<p><b>Most common wrong entries</b></p>")
         out.append(_table(["entry", "students"], [[w, n] for w, n in sorted(wrong.items(), key=lambda x: (-x[1], x[0]))
                                                   [:_TOP]], numeric=(1,)))
-    messages = Counter(q.message for q in graded if q.score != points and q.message)
+    messages = Counter(kind for q in graded if q.score != points and q.message for kind in what_was_wrong(q.message))
     if messages:
-        out.append("<p><b>Most common messages</b> (answers short of full marks)</p>")
-        out.append(_table(["message", "students"], [[m[:300], n] for m, n in
-                                                    sorted(messages.items(), key=lambda x: (-x[1], x[0]))[:_TOP]],
-                          numeric=(1,)))
+        out.append("<p><b>Most common mistakes</b> (answers short of full marks; … stands for each student's "
+                   "own inputs)</p>")
+        common = sorted(messages.items(), key=lambda x: (-x[1], x[0]))[:_TOP]
+        out.append(_table(["what was wrong", "students"], [[shorten(m, 300), n] for m, n in common], numeric=(1,)))
     out.append("</div>")
     return "".join(out)
 
