@@ -180,6 +180,8 @@ def test_result_files_gradescope_format_and_class_csv(batch):
     ref = next(r for r in rows if r["student"] == "ref_ex02")
     assert ref["score"] == ref["ex02"] == "6" and [ref[f"ex02.q{i}"] for i in (1, 2, 3)] == ["2", "2", "2"]
     assert ref["ex01"] == "" and next(r for r in rows if r["student"] == "blank")["ex01"] == "0"
+    if os.geteuid() == 0 and sandbox.start_kind() == "warm":  # the isolation column says how the sandboxes started
+        assert ref["isolation"] == "full, warm", ref["isolation"]
     feedback = (out / "feedback" / "ref_ex02.md").read_text(encoding="utf-8")
     assert "## ex02 · A small trace, by hand: 6 / 6" in feedback and "**q3** (2/2)" in feedback
     assert "set \\`q1_slots\\` to your answer" in (out / "feedback" / "blank.md").read_text(encoding="utf-8")

@@ -203,10 +203,10 @@ def _row(report: StudentReport, columns: list[str], assigned: set[str]) -> Row:
     missing = [e for e, p in parts.items() if not p.submitted and e in assigned]
     if missing and not any(NOT_SUBMITTED in p for p in problems):
         problems.append(f"{NOT_SUBMITTED}: {', '.join(missing)}")
-    iso = one_line(report.isolation)
+    iso, _, started = one_line(report.isolation).partition("; sandboxes started ")
     return Row(visible(report.student), safe_folder(report), parts,
                round(sum(p.score for p in counted), 2), sum(p.max_score for p in counted), tuple(problems),
-               "full" if iso.startswith("isolation: full") else iso)
+               ("full" if iso.startswith("isolation: full") else iso) + (f", {started}" if started else ""))
 
 
 def collation(name: str) -> tuple[str, str]:

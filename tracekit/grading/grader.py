@@ -298,10 +298,12 @@ def make_report(student: str, parts: list[ExerciseResult | dict], problems: list
     named = list(problems) + [line for p in typed for line in p.outcomes()]
     if isinstance(submission, dict):
         submission = Submitted.from_json(submission)
+    starts = sorted({p.start for p in typed if p.start in ("warm", "cold")})
+    started = f"; sandboxes started {' and '.join(starts)}" if starts else ""  # the grades' isolation column says it
     return StudentReport(
         student=student, score=clamp(total, most), max_score=most, exercises=typed,
         problems=cut_all(named, 4 * MAX_ITEMS), folder=folder_for(student), tracekit=__version__,
-        graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), isolation=isolation.detect().describe(),
+        graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), isolation=isolation.detect().describe() + started,
         complete=complete, assigned=tuple(assigned) if assigned is not None else None, seconds=round(seconds, 2),
         submission=submission, shard=tuple(shard) if shard else None, regraded=reason)
 
