@@ -103,3 +103,22 @@ def test_by_module_counts_each_modules_residuals_and_bytes():
              if r.storage in only}
     assert len(freed) == 1 and norm[5] == str(freed.pop())
     assert tr.by_module().caption.endswith("observed")
+
+
+def test_long_names_break_between_their_words_only():
+    """A table cell may break a long name only between its words (camel case, underscores, dots, after a
+    call's parenthesis), so a real model's table fits a notebook cell without splitting `Backward`."""
+    import re
+
+    from tracekit.render.table import _breakable
+
+    cases = {"MaxPool2DWithIndicesBackward0": ["Max", "Pool2D", "With", "Indices", "Backward0"],
+             "max_pool2d_with_indices_backward(grad_output,": ["max_", "pool2d_", "with_", "indices_", "backward(",
+                                                                "grad_", "output,"],
+             "transformer.h.0.attn.c_attn": ["transformer.", "h.0.", "attn.", "c_attn"],  # never before a digit
+             "grad_other = grad * self": ["grad_other = grad * self"],
+             "scale 1.5 and 0.25": ["scale 1.5 and 0.25"]}
+    for text, pieces in cases.items():
+        out = _breakable(text)
+        assert out.split("<wbr>") == pieces, (text, out)
+        assert not re.search(r"[a-z]<wbr>[a-z]", out)  # never inside a lowercase word

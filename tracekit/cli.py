@@ -264,12 +264,12 @@ def _check(args: argparse.Namespace) -> int:
     from .exercises import score_text
     from .grading.grader import Options, grade_notebook, require_judges
 
-    require_judges()  # a student's install: tk.check in the notebook checks against the sealed key
     path = Path(args.notebook)
-    if not path.is_file():
+    if not path.is_file():  # the path first: a wrong one is said the same in every install
         what = f"{path} is a folder, not a notebook" if path.is_dir() else f"no such notebook: {path}"
         print(f"tracekit check: {what}", file=sys.stderr)
         return 2
+    require_judges()  # a student's install: tk.check in the notebook checks against the sealed key
     part = grade_notebook(path, path.stem, Options(timeout=args.timeout, memory_mb=args.memory))
     if part.exercise is None:  # not a notebook tracekit can read
         print(f"{path.name}: {part.problem}")

@@ -192,13 +192,23 @@ def html_table(
     return f"{opening}<thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
 
 
+# where a name may break between its words: after a dot inside a dotted name (`MulBackward0.other`,
+# `layers.attn`, never inside a number); and inside a long one (over 16 characters) also after an
+# underscore between words (`max_pool2d_with_indices`), after an opening parenthesis and at a camel-case
+# boundary (`MaxPool2D|With|Indices|Backward0`)
 _NAME_DOT = re.compile(r"(?<=[A-Za-z0-9_\])])\.(?=[A-Za-z_])")
+_LONG = re.compile(r"[^\s<>]{17,}")
+_WORD_BREAK = re.compile(r"(?<=[A-Za-z0-9])_(?=[A-Za-z0-9])|(?<=\w\()(?=\w)")
+_CAMEL = re.compile(r"(?<=[A-Za-z0-9])(?=[A-Z][a-z])")
 
 
 def _breakable(text: str) -> str:
-    """Escaped text with a line-break opportunity after each dot inside a dotted name (`MulBackward0.other`,
-    `layers.attn`), none inside a number (1.5) or a word."""
-    return _NAME_DOT.sub(".<wbr>", text)
+    """Escaped text with line-break opportunities (`<wbr>`) between the words of a name; never inside
+    a word or a number (1.5)."""
+    def split(long: re.Match) -> str:
+        return _CAMEL.sub("<wbr>", _WORD_BREAK.sub(lambda m: m.group(0) + "<wbr>", long.group(0)))
+
+    return _LONG.sub(split, _NAME_DOT.sub(".<wbr>", text))
 
 
 def graph_only_bytes(trace: TraceData) -> dict[Storage, int]:
