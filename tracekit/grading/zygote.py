@@ -103,7 +103,11 @@ def _hide_judges(new_root: str, judges: str) -> None:
     _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
     for entry in sorted(os.listdir(parent)):
         if entry != name:
-            _bind(f"{parent}/{entry}", f"{target}/{entry}")
+            try:
+                _bind(f"{parent}/{entry}", f"{target}/{entry}")
+            except (KernelRefused, FileNotFoundError):
+                if os.path.lexists(f"{parent}/{entry}"):  # refused, not gone since it was listed (an editor's
+                    raise  # temporary file, a bytecode file written meanwhile): the warm path is refused
     _mount(None, target, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
