@@ -1,4 +1,5 @@
-# expect: q1=less q2=full
+# expect: q1=less q2=less
+# lead (round 5): its store keeps t itself, not t.detach(); the prompt says why (a graph dropped without backward leaks) and the checker now drops graphs without backward, so q2 is less (1.5: the gradients half)
 # why: H7 given 3 (mm saving both x and W, though only W requires grad) and H8 1
 # %%
 import torch  # noqa: F401 - for your answers

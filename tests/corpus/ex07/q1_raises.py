@@ -1,4 +1,5 @@
-# expect: q1=zero q2=full
+# expect: q1=zero q2=less
+# lead (round 5): its store keeps t itself, not t.detach(); the prompt says why (a graph dropped without backward leaks) and the checker now drops graphs without backward, so q2 is less (1.5: the gradients half)
 # why: q1's cell raises (intended: ZeroDivisionError while building it); q2 still counts
 # %%
 import torch  # noqa: F401 - for your answers
