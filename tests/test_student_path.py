@@ -102,7 +102,10 @@ def test_each_lesson_with_its_exercise_runs_within_one_gib(exercise):
     together = (peak_rss(lesson) + peak_rss(ROOT / "solutions" / exercise)) / 2**20
     recorded = json.loads(MEMORY.read_text())["lesson_with_exercise_mib"][f"{lesson.name} + {exercise}"]
     assert together <= GIB, f"{lesson.name} + {exercise}: {together:.0f} MiB"
-    assert abs(together - recorded) <= 0.25 * recorded, (together, recorded)  # the README's figure still holds
+    # the README's figure still holds: within 25 %, or within what the libraries' file-backed pages move (RSS
+    # counts the pages of torch's libraries the page cache holds: a fresh install, all of it cached, measured
+    # ~70 MiB more per kernel than the same install after the cache was trimmed; their anonymous memory the same)
+    assert abs(together - recorded) <= max(0.25 * recorded, 2 * 96), (together, recorded)
 
 
 def test_lesson_7_shows_that_a_wrapped_number_is_saved_without_the_hooks():
