@@ -408,8 +408,9 @@ class Zygote:
         with self.replied:
             self.alive = False
             for child in self.children.values():
-                if child.returncode is None:
-                    child.returncode, _ = -signal.SIGKILL, child.ended.set()
+                if child.returncode is None:  # its parent is gone, and it with it (PR_SET_PDEATHSIG)
+                    child.returncode = -signal.SIGKILL
+                    child.ended.set()
             self.replied.notify_all()
 
     def _ended(self, message: dict) -> None:
