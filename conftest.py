@@ -1,6 +1,14 @@
-"""Repository-wide pytest setup: how nbval compares the lesson notebooks."""
+"""Repository-wide pytest setup: how nbval compares the lesson notebooks, and the memory its kernels
+reached (the student-memory test reads it instead of running each lesson a second time)."""
 
+import threading
+from pathlib import Path
+
+import psutil
 import pytest
+
+NBVAL_KERNEL_PEAKS: dict[str, int] = {}  # lesson file name -> highest RSS of its nbval kernel's process tree
+_SAMPLERS: dict[str, tuple[threading.Event, threading.Thread]] = {}
 
 
 def pytest_collectstart(collector):
@@ -10,7 +18,51 @@ def pytest_collectstart(collector):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every notebook cell carries the `notebooks` marker (deselect with -m 'not notebooks')."""
+    """Every notebook cell carries the `notebooks` marker (deselect with -m 'not notebooks'); the
+    student-memory test runs after the notebooks, so that it finds their kernels' peaks measured."""
     for item in items:
         if str(getattr(item, "fspath", "")).endswith(".ipynb"):
             item.add_marker(pytest.mark.notebooks)
+    items.sort(key=lambda item: item.get_closest_marker("after_notebooks") is not None)  # a stable sort
+
+
+def _sample(pid: int, name: str, done: threading.Event) -> None:
+    """The kernel's resident memory, with its children, every 50 ms (as tools/measure_student_memory.py)."""
+    while not done.wait(0.05):
+        try:
+            root = psutil.Process(pid)
+            total = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+        except psutil.Error:
+            continue
+        NBVAL_KERNEL_PEAKS[name] = max(NBVAL_KERNEL_PEAKS.get(name, 0), total)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest has set up the notebook (its kernel started)
+def pytest_runtest_setup(item):
+    """The first cell of a notebook under nbval: start sampling its kernel."""
+    notebook = item.parent
+    kernel = getattr(notebook, "kernel", None)
+    name = Path(str(getattr(notebook, "fspath", ""))).name
+    if kernel is None or not name.endswith(".ipynb") or name in _SAMPLERS:
+        return
+    process = getattr(getattr(kernel.km, "provisioner", None), "process", None)
+    if process is not None:
+        done = threading.Event()
+        sampler = threading.Thread(target=_sample, args=(process.pid, name, done), daemon=True)
+        sampler.start()
+        _SAMPLERS[name] = (done, sampler)
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """The last cell of a notebook: stop sampling (its peak stays in NBVAL_KERNEL_PEAKS)."""
+    name = Path(str(getattr(item.parent, "fspath", ""))).name
+    if name in _SAMPLERS and (nextitem is None or nextitem.parent is not item.parent):
+        done, sampler = _SAMPLERS[name]
+        done.set()
+        sampler.join()
+
+
+@pytest.fixture(scope="session")
+def nbval_kernel_peaks() -> dict[str, int]:
+    """The peaks of the notebooks nbval ran in this session, by file name (empty when it ran none)."""
+    return NBVAL_KERNEL_PEAKS

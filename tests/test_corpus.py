@@ -49,7 +49,7 @@ def graded(tmp_path_factory):
     subs.mkdir()
     for exercise_id, path in variants():
         nbformat.write(notebook(exercise_id, parse(path)[1]), subs / f"{name_of(exercise_id, path)}.ipynb")
-    reports = grade_all(subs, subs.parent / "out", Options(timeout=300, memory_mb=3072, jobs=2, cell_timeout=20),
+    reports = grade_all(subs, subs.parent / "out", Options(timeout=300, memory_mb=3072, jobs=2, cell_timeout=10),
                         progress=lambda line: None)
     return {r["student"]: r for r in reports}
 
@@ -94,7 +94,7 @@ def _self_check(exercise_id: str, cells: list[str]) -> dict[str, float]:
         for cell in cells:
             if "tk.check(" in cell:
                 continue
-            signal.setitimer(signal.ITIMER_REAL, 15)  # no corpus cell needs more; a loop that never ends is cut
+            signal.setitimer(signal.ITIMER_REAL, 8)  # no corpus cell needs more; a loop that never ends is cut
             try:
                 shell.run_cell(cell, store_history=True)
             finally:

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import hmac
-import importlib
 import json
 import os
 import sys
-import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -33,7 +30,7 @@ from typing import Any
 from .. import __version__
 from ..errors import GradesConflictError, IsolationError, JudgesMissingError
 from ..exercises import IDS, draw_inputs, get, judge_all
-from . import isolation, sandbox
+from . import ahead, isolation, sandbox
 from .report import (
     ASSIGNMENT,
     CSV_NAME,
@@ -74,7 +71,6 @@ __all__ = ["ASSIGNMENT", "CSV_NAME", "KEY", "MANIFEST", "MAX_ITEMS", "MAX_REPORT
            "parse_exercises", "parse_shard", "read_secret", "student_seed", "write_atomic", "write_report"]
 
 MAX_NOTEBOOKS = 40  # notebooks of one student that are looked at
-_TRUSTED_LOCK = threading.Lock()  # the judges compute truth with torch: one at a time keeps it simple
 _clamp, _key = clamp, results_key  # the names autograder.py and older tests import
 
 
@@ -188,21 +184,6 @@ def check_isolation(options: Options) -> isolation.Isolation:
     return iso
 
 
-@functools.lru_cache(maxsize=32)
-def _reference_peak(exercise_id: str, question: str, config: str, memory_mb: int, max_pids: int,
-                    tmpfs_mb: int, start: str) -> int:
-    """The kernel's memory high-water mark of the reference answer's measured workload, in a sandbox
-    like a submission's (measured once per grading process, workload size and way of starting a
-    sandbox, warm or cold, so that both sides carry the same inheritance: the memory depends on the
-    sizes, not on the values a student's seed draws, so the reference runs with seed 0)."""
-    judges = importlib.import_module(f"tracekit.exercises.judges.{exercise_id}")
-    done = sandbox.measure_reference(exercise_id, question, judges.reference_cells(question), json.loads(config),
-                                     memory_mb=memory_mb, max_pids=max_pids, tmpfs_mb=tmpfs_mb)
-    if done["start"] != start:
-        raise RuntimeError(f"the reference ran {done['start']}, the submission {start}: not comparable")
-    return done["peak_bytes"]
-
-
 def _release_note(release: str) -> list[str]:
     """What to say of a notebook made for another tracekit release (nothing when it is this one or
     it does not say)."""
@@ -226,6 +207,10 @@ def grade_notebook(path: Path | Notebook, student: str, options: Options) -> Exe
     exercise = get(sub.exercise)
     seed = student_seed(options.secret or b"", sub.exercise, student, content_digest(sub.code_cells))
     inputs = draw_inputs(exercise, seed)
+    limits = {"memory_mb": options.memory_mb, "max_pids": options.max_pids, "tmpfs_mb": options.tmpfs_mb}
+    peaks = {q.name: ahead.reference_peak(sub.exercise, q.name, {**inputs[q.name]["measure"]["grade"], "seed": 0},
+                                          **limits) for q in exercise.questions if q.measure is not None}
+    truth = ahead.truth(sub.exercise, inputs)  # both beside the submission's sandbox, which sees neither
     ran = sandbox.run(sub.code_cells, sub.exercise, inputs, timeout=options.timeout,
                       memory_mb=options.memory_mb, hide=list(options.hide), max_pids=options.max_pids,
                       tmpfs_mb=options.tmpfs_mb, cell_timeout=options.cell_timeout)
@@ -234,17 +219,17 @@ def grade_notebook(path: Path | Notebook, student: str, options: Options) -> Exe
     timing = {**ran.timing}
     began = time.monotonic()
     for name, m in ran.measured.items():
-        sizes = {**inputs[name]["measure"]["grade"], "seed": 0}
         try:
-            base = _reference_peak(sub.exercise, name, json.dumps(sizes, sort_keys=True), options.memory_mb,
-                                   options.max_pids, options.tmpfs_mb, ran.start)
+            base = ahead.comparable_peak(peaks[name], ran.start)
         except Exception as err:  # noqa: BLE001 - the grader's own failure: reported, never the student's
             base = None
             notes.append(f"{name}: the reference measurement failed ({type(err).__name__}: {str(err)[:200]})")
         measured[name] = {**m, "reference_peak": base}
     timing["reference"] = round(time.monotonic() - began, 3)
     began = time.monotonic()
-    with _TRUSTED_LOCK:
+    with contextlib.suppress(Exception):  # a judge that cannot prepare fails again below, and says so
+        truth.result()
+    with ahead.trusted():
         judged = judge_all(exercise, ran.observations or {}, inputs, measured)
     by_name = {str(q.get("name")): q for q in judged if isinstance(q, dict)}
     failed = "not graded: " + ("; ".join(ran.notes) or "the notebook could not be run")

@@ -379,7 +379,9 @@ def _launch_as(uid: int, iso: isolation.Isolation, job: dict, limits: _Limits, w
         group = isolation.Cgroup.create(f"tracekit-{os.getpid()}-{uid}-{secrets.token_hex(4)}",
                                         (limits.memory_mb + 64) << 20, limits.max_pids, limits.cpus)
     scratch, workdir, home = _place(iso, uid)
-    probe_timeout = max(60.0, limits.cell_timeout)  # a probe runs the answer several times, on several inputs
+    # a probe runs the answer several times, on several inputs: at least a minute, or three cells' time
+    # where cells get less than 20 s (an answer that never ends then costs 3 cells' time, not a minute)
+    probe_timeout = min(max(60.0, limits.cell_timeout), 3 * limits.cell_timeout)
     job = {**job, "workdir": workdir, "memory_mb": limits.memory_mb, "max_pids": limits.max_pids,
            "cell_timeout": limits.cell_timeout, "probe_timeout": probe_timeout, "own_uid": os.geteuid() == 0}
     stage = isolation.new_stage() if iso.namespaces else None

@@ -136,4 +136,11 @@ def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
     return 1.0, "correct"
 
 
+def prepare_q2(inputs: dict) -> None:
+    """The truth judge_q2 needs from the big workloads, computed ahead (beside the submission's sandbox)."""
+    for config in (inputs["alive"], inputs["measure"]["grade"]):
+        _workload_sums(json.dumps(config, sort_keys=True))
+
+
 JUDGES = {"q1": by_table(_calls_entry), "q2": judge_q2}
+PREPARE = {"q2": prepare_q2}

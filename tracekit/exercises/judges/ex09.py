@@ -58,4 +58,11 @@ def judge_q2(obs: dict, inputs: dict) -> tuple[float, str]:
     return each_value(obs, inputs, "adam_state_bytes", _adam_entry)
 
 
+def prepare_q1(inputs: dict) -> None:
+    """Each drawn setup's ranking, measured ahead (beside the submission's sandbox)."""
+    for config in inputs["cases"]:
+        ranking(config)
+
+
 JUDGES = {"q1": by_table(_largest_entry), "q2": judge_q2}
+PREPARE = {"q1": prepare_q1}
