@@ -335,3 +335,36 @@ def test_grading_twice_gives_the_same_scores_and_seeds(graded, tmp_path):
         assert again[name]["exercises"][0]["seed"] == reports[name]["exercises"][0]["seed"]
         assert [q["status"] for q in again[name]["exercises"][0]["questions"]] == \
             [q["status"] for q in reports[name]["exercises"][0]["questions"]]
+
+
+FIRST_RUN_AFTER_EVICTION = '''
+import glob, json, os, sys
+import torch
+from tracekit.exercises import draw_inputs, get
+from tracekit.exercises.judges import ex07
+from tracekit.grading import sandbox
+for f in glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "*.so*")):  # torch's code out of memory
+    fd = os.open(f, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+sizes = {**draw_inputs(get("ex07"), 1)["q2"]["measure"]["grade"], "seed": 0}
+peaks = [sandbox.measure_reference("ex07", "q2", ex07.reference_cells("q2"), sizes, memory_mb=3072)["peak_bytes"]
+         for _ in range(2)]
+print(json.dumps(peaks))
+'''
+
+
+@needs_cgroup
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="needs posix_fadvise")
+def test_the_first_sandbox_after_the_libraries_left_memory_is_measured_like_the_next():
+    """A sandbox is not charged for reading torch's libraries back into memory (grading/resident.py): the
+    first reference run in a fresh grader, after their pages were dropped, peaks as the second does (it
+    measured ~16-200 MiB more before, which every memory verdict of that run would have carried)."""
+    import json
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", FIRST_RUN_AFTER_EVICTION], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = json.loads(done.stdout.splitlines()[-1])
+    assert abs(first - second) <= 4 << 20, (first >> 20, second >> 20)
