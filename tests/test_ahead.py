@@ -38,6 +38,12 @@ def test_one_measurement_per_sizes_and_a_failed_one_is_tried_again(monkeypatch):
     assert calls == [("ex06", "q1", 1, 3072), ("ex06", "q1", 1, 3072), ("ex06", "q1", 1, 4096)]
     with pytest.raises(RuntimeError, match="not comparable"):
         ahead.comparable_peak(again, "cold")
+    # the sandboxes went cold meanwhile: the reference is measured again, as they start now, under its own key
+    monkeypatch.setattr(sandbox, "start_kind", lambda: "cold")
+    monkeypatch.setattr(sandbox, "measure_reference", lambda *a, **k: {"start": "cold", "peak_bytes": 2000})
+    again_cold = ahead.comparable_peak(again, "cold", again=lambda: ahead.reference_peak("ex06", "q1", {"n": 1},
+                                                                                        memory_mb=3072))
+    assert again_cold == 2000 and ahead.comparable_peak(again, "warm") == 1001  # the warm one kept apart
 
 
 def test_truth_computed_ahead_is_the_truth_the_judge_uses():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import hmac
 import json
@@ -208,8 +209,10 @@ def grade_notebook(path: Path | Notebook, student: str, options: Options) -> Exe
     seed = student_seed(options.secret or b"", sub.exercise, student, content_digest(sub.code_cells))
     inputs = draw_inputs(exercise, seed)
     limits = {"memory_mb": options.memory_mb, "max_pids": options.max_pids, "tmpfs_mb": options.tmpfs_mb}
-    peaks = {q.name: ahead.reference_peak(sub.exercise, q.name, {**inputs[q.name]["measure"]["grade"], "seed": 0},
-                                          **limits) for q in exercise.questions if q.measure is not None}
+    peaks = {q.name: functools.partial(ahead.reference_peak, sub.exercise, q.name,
+                                       {**inputs[q.name]["measure"]["grade"], "seed": 0}, **limits)
+             for q in exercise.questions if q.measure is not None}
+    started = {name: peak() for name, peak in peaks.items()}
     truth = ahead.truth(sub.exercise, inputs)  # both beside the submission's sandbox, which sees neither
     ran = sandbox.run(sub.code_cells, sub.exercise, inputs, timeout=options.timeout,
                       memory_mb=options.memory_mb, hide=list(options.hide), max_pids=options.max_pids,
@@ -220,7 +223,7 @@ def grade_notebook(path: Path | Notebook, student: str, options: Options) -> Exe
     began = time.monotonic()
     for name, m in ran.measured.items():
         try:
-            base = ahead.comparable_peak(peaks[name], ran.start)
+            base = ahead.comparable_peak(started[name], ran.start, again=peaks[name])
         except Exception as err:  # noqa: BLE001 - the grader's own failure: reported, never the student's
             base = None
             notes.append(f"{name}: the reference measurement failed ({type(err).__name__}: {str(err)[:200]})")
