@@ -135,6 +135,18 @@ def saved_attribute(node: Any, name: str) -> Any:
     return getattr(node, "_saved_" + name)
 
 
+@functools.cache
+def _attribute_names(kind: type) -> tuple[tuple[str, str], ...]:
+    return tuple((name, "_saved_" + name) for name in slot_names(kind)[1])
+
+
+def saved_attributes(node: Any) -> dict[str, Any]:
+    """Every non-tensor value a built-in node saved, by slot name (sizes, dims, scalars)."""
+    if not CAPABILITIES["saved_slots"]:
+        raise missing("saved_slots", "reading what an autograd node saved")
+    return {name: getattr(node, attr) for name, attr in _attribute_names(type(node))}
+
+
 def raw_slot(node: Any, slot: str) -> Any:
     """The SavedTensor behind one slot (`tensors[1]` indexes the list), read without unpacking;
     raises RuntimeError or IndexError when autograd has released a list."""
@@ -399,10 +411,10 @@ def closure_cells(fn: Any) -> list[Any]:
     return list(_cell_values(fn).values())
 
 
-def module_entries(m: torch.nn.Module) -> tuple[Any, Any]:
-    """(its own parameters, its children) as nn.Module keeps them (`_parameters`, `_modules`):
-    named_parameters() without its generator machinery."""
-    return m._parameters.items(), m._modules.items()
+def module_entries(m: torch.nn.Module) -> tuple[Any, Any, Any]:
+    """(its own parameters, its own buffers, its children) as nn.Module keeps them (`_parameters`,
+    `_buffers`, `_modules`): named_parameters() / named_buffers() without their generator machinery."""
+    return m._parameters.items(), m._buffers.items(), m._modules.items()
 
 
 def profiler_event_types() -> Any:
