@@ -271,7 +271,7 @@ class _Builder:
             version, saved_version, modified_by = self.modification(error or "", key, version)
         numel = t.numel()
         dtype = t.dtype
-        res.append((node, slot, t.shape, _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device, numel * t.element_size(),
+        res.append((node, slot, tuple(t.shape), _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device, numel * t.element_size(),
                     storage, role, rule, from_node, from_name, place, status, version, error, saved_version,
                     _preview(t) if numel <= 4 else None, modified_by, made, hook))
 

@@ -16,6 +16,7 @@ from .build import Modules, Sources, build_trace
 from .errors import NestedCaptureError
 from .frames import SKIPPED, Names, caller_names, is_skipped, name_module, where
 from .internals import compiled_original, module_call_code, sequence_nr, version
+from .keeper import gc_paused
 from .rows import Mutation
 from .storage import storage_key
 from .trace import Trace
@@ -193,10 +194,11 @@ class CaptureSession:
 
     def trace(self, *outputs: torch.Tensor) -> Trace:
         """The trace of the graph behind `outputs`, with what was recorded."""
-        named: list[torch.nn.Module] = []
-        names = self.modules.names(caller_names(named), named)
-        return build_trace(outputs, self.sources, names, self.mutations, None, self.modules.labels(),
-                           _temporaries(outputs))
+        with gc_paused():  # names, labels and the record: many small objects, one collection after
+            named: list[torch.nn.Module] = []
+            names = self.modules.names(caller_names(named), named)
+            return build_trace(outputs, self.sources, names, self.mutations, None, self.modules.labels(),
+                               _temporaries(outputs))
 
 
 class capture:
@@ -230,17 +232,19 @@ class capture:
     def trace(self, *outputs: torch.Tensor, progress: bool | None = None) -> Trace:
         """The trace of the graph behind `outputs`, with forward order and source lines
         (`progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
-        named: list[torch.nn.Module] = []
-        names = self.modules.names(caller_names(named), named)
-        return build_trace(outputs, self.sources, names, self.mutations, progress, self.modules.labels(),
-                           _temporaries(outputs))
+        with gc_paused():  # names, labels and the record: many small objects, one collection after
+            named: list[torch.nn.Module] = []
+            names = self.modules.names(caller_names(named), named)
+            return build_trace(outputs, self.sources, names, self.mutations, progress, self.modules.labels(),
+                               _temporaries(outputs))
 
 
 def trace(*outputs: torch.Tensor, progress: bool | None = None) -> Trace:
     """The trace of any tensor's autograd graph (graph walk only: no source lines;
     `progress`: a progress bar on stderr; None: only for traces taking over 2 s). An output
     nobody else holds (`tk.trace(f(x))`) is kept by the trace, so `.backward()` on it works."""
-    return build_trace(outputs, None, caller_names(), progress=progress, kept=_temporaries(outputs))
+    with gc_paused():  # the names and the record: many small objects, one collection after
+        return build_trace(outputs, None, caller_names(), progress=progress, kept=_temporaries(outputs))
 
 
 def _temporaries(outputs: tuple[Any, ...]) -> tuple[bool, ...]:
