@@ -269,11 +269,10 @@ class _Builder:
         version, saved_version, modified_by = tensor_version(t), None, ()
         if status is Status.MODIFIED:
             version, saved_version, modified_by = self.modification(error or "", key, version)
-        numel = t.numel()
-        dtype = t.dtype
-        res.append((node, slot, tuple(t.shape), _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device, numel * t.element_size(),
-                    storage, role, rule, from_node, from_name, place, status, version, error, saved_version,
-                    _preview(t) if numel <= 4 else None, modified_by, made, hook))
+        numel, dtype = t.numel(), t.dtype
+        res.append((node, slot, tuple(t.shape), _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device,
+                    numel * t.element_size(), storage, role, rule, from_node, from_name, place, status, version,
+                    error, saved_version, _preview(t) if numel <= 4 else None, modified_by, made, hook))
 
     def storage(self, key: StorageKey, t: torch.Tensor, device: str | None = None,
                 storage_object: Any = None, producer: Any = None) -> int:

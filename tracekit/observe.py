@@ -25,7 +25,6 @@ from .reader import Step, TraceData
 from .rows import Status
 from .storage import weak_expired
 
-
 _NONE: tuple[int, ...] = ()  # a step that released (or freed) nothing
 
 
