@@ -15,7 +15,7 @@ from torch.overrides import TorchFunctionMode
 from .build import Modules, Sources, build_trace
 from .errors import NestedCaptureError
 from .frames import SKIPPED, Names, caller_names, is_skipped, name_module, where
-from .internals import compiled_original, module_call_code, sequence_nr, version
+from .internals import compiled_original, module_call_code, module_wrapper_code, sequence_nr, version
 from .keeper import gc_paused
 from .rows import Mutation
 from .storage import storage_key
@@ -93,12 +93,14 @@ class _ModulePath:
         self.index: dict[torch.nn.Module, int] = {}
         self.of: dict[int, tuple[int, int]] = {}
         self.top: Any = None  # the frame recording started in: module calls lie below it
+        self.outer: Any = None  # the outermost module call's frame at the last torch call (until the next)
+        self.outer_k = -1  # and its module
 
     def start(self, top: Any) -> None:
         self.top = top
 
     def stop(self) -> None:
-        self.top = None  # hold no frame once recording stopped
+        self.top = self.outer = None  # hold no frame once recording stopped
 
     def locate(self) -> tuple[Any, tuple[int, int] | None]:
         """(the user's frame of the running torch call, its (innermost, outermost) module or None
@@ -122,8 +124,11 @@ class _ModulePath:
                 user = frame
             frame = frame.f_back
         if inner is None:
+            self.outer = None
             return user, None
-        return user, (self._number(inner.f_locals.get("self")), self._number(outer.f_locals.get("self")))
+        if outer is not self.outer:  # a model's frame stays for all its calls: its module is read once
+            self.outer, self.outer_k = outer, self._number(_self_of(outer))
+        return user, (self.outer_k if inner is outer else self._number(_self_of(inner)), self.outer_k)
 
     def _number(self, module: Any) -> int:
         k = self.index.get(module)  # the module as called (a compiled wrapper: the module it runs)
@@ -169,6 +174,15 @@ class _ModulePath:
 
 
 _CALL_CODE = module_call_code()
+_WRAPPER_CODE = module_wrapper_code()
+
+
+def _self_of(call_frame: Any) -> Any:
+    """The module of a `_call_impl` frame, read from its caller `_wrapped_call_impl` (the same
+    `self`, fewer locals to copy out) where that is the caller."""
+    back = call_frame.f_back
+    frame = back if back is not None and back.f_code is _WRAPPER_CODE else call_frame
+    return frame.f_locals.get("self")
 
 
 class CaptureSession:

@@ -165,10 +165,19 @@ def custom_raw_saved(node: Any) -> Any:
 def release_probe(node: Any, slot: str) -> tuple[str, int | None]:
     """The raw attribute (and list index) that tells whether a node's saved values are gone: one
     slot stands for all (a node releases every saved value at once, right after its rule ran)."""
-    if is_custom_function(node):
-        return ("_raw_saved_tensors", None)
-    name, _, index = slot.partition("[")
-    return ("_raw_saved_" + name, int(index.rstrip("]")) if index else None)
+    key = (type(node), slot)
+    probe = _PROBES.get(key)
+    if probe is None:
+        if is_custom_function(node):
+            probe = ("_raw_saved_tensors", None)
+        else:
+            name, _, index = slot.partition("[")
+            probe = ("_raw_saved_" + name, int(index.rstrip("]")) if index else None)
+        probe = _PROBES[key] = probe
+    return probe
+
+
+_PROBES: dict[tuple[type, str], tuple[str, int | None]] = {}  # (node type, slot) -> its release probe
 
 
 def is_released(node: Any, probe: tuple[str, int | None]) -> bool:
@@ -341,9 +350,26 @@ def module_call_code() -> Any:
     return torch.nn.Module._call_impl.__code__ if CAPABILITIES["module_frames"] else None
 
 
+def module_wrapper_code() -> Any:
+    """The code object of `nn.Module._wrapped_call_impl`, the frame that calls `_call_impl` with the
+    same `self` and three locals (cheaper to read than `_call_impl`'s); None where this torch lacks it."""
+    wrapped = getattr(torch.nn.Module, "_wrapped_call_impl", None)
+    code = getattr(wrapped, "__code__", None)
+    return code if code is not None and code.co_varnames[:1] == ("self",) else None
+
+
 def compiled_original(module: torch.nn.Module) -> torch.nn.Module:
-    """The module a `torch.compile`d wrapper (OptimizedModule) runs; the module itself otherwise."""
-    original = getattr(module, "_orig_mod", None)
+    """The module a `torch.compile`d wrapper (OptimizedModule) runs; the module itself otherwise.
+    Read from the wrapper's own dicts: a failed `getattr` on a module raises in its `__getattr__`."""
+    if "torch._dynamo" not in sys.modules:  # nothing was compiled: no wrapper exists
+        return module
+    own = getattr(module, "__dict__", None)
+    if not isinstance(own, dict):
+        return module
+    original = own.get("_orig_mod")
+    if original is None:
+        children = own.get("_modules")
+        original = children.get("_orig_mod") if isinstance(children, dict) else None
     return original if isinstance(original, torch.nn.Module) else module
 
 

@@ -103,14 +103,14 @@ class Observer:
             if is_released(self.last_node, release_probe(self.last_node, res.slot[held[0]])):
                 del self.live[i]
                 self.released[k] = held
-                storage = res.storage
+                storage, unreleased, released_at = res.storage, self.unreleased, self.released_at
                 st = self.record.storage_columns
                 for j in held:
-                    self.released_at[j] = k
+                    released_at[j] = k
                     s = storage[j]
                     if s is None:
                         continue
-                    left = self.unreleased[s] = self.unreleased[s] - 1
+                    left = unreleased[s] = unreleased[s] - 1
                     # watch a storage once the graph lets go of it entirely; parameters and the
                     # outputs are settled once, in finish()
                     if left == 0 and not (st.is_parameter[s] or st.is_output[s]):
