@@ -15,7 +15,7 @@ import torch
 from . import keeper, rules
 from .errors import NoHistoryError, NotATensorError
 from .frames import Names
-from .internals import custom_forward_name, sequence_nr
+from .internals import attribute_slots, custom_forward_name, saved_attributes, sequence_nr
 from .internals import version as tensor_version
 from .keeper import gc_paused
 from .live import Live, forward_order, is_leaf_node, walk
@@ -176,7 +176,7 @@ class _Builder:
     def cache(self, graph_nodes: list[Any]) -> tuple[CachedValue, ...]:
         """What a selective-checkpoint policy keeps for the checkpointed regions (looked for only
         when a residual is recomputed: the regions' saved values carry checkpoint hooks)."""
-        if not any(r[_PLACE] is HeldIn.RECOMPUTED for r in self.res):
+        if not any(r[_PLACE] is _RECOMPUTED for r in self.res):
             return ()
         found, seen = [], set()
         for op, t in checkpoint_cache(graph_nodes):
@@ -218,20 +218,23 @@ class _Builder:
         info = _TYPES.get((kind, len(nexts)))
         if info is None:
             info = _TYPES[(kind, len(nexts))] = _type_info(gnode, len(nexts))
-        name, op, by_slot, rule_of = info
+        name, op, by_slot, rule_of, attribute_slots = info
         if op is None:  # a custom Function: its name is its class's
             op = op_name(gnode)
+            attrs = _plain_attributes(attributes(gnode))
+        else:
+            attrs = _plain_attributes(saved_attributes(gnode, attribute_slots))
         first = len(self.res)
         recomputed = False
         for saved in saved_values(gnode):
             self.residual(i, gnode, saved, by_slot, rule_of)
-            recomputed = recomputed or saved[3] is HeldIn.RECOMPUTED
+            recomputed = recomputed or saved[3] is _RECOMPUTED
         if recomputed:  # the first node of a checkpointed region: what the checkpoint keeps for it
             for kept in checkpoint_kept(gnode, self.frames):
                 self.residual(i, gnode, (kept.slot, kept.status, kept.tensor, kept.place, kept.error, kept.hook),
                               None, _CHECKPOINT_RULES)
-        rows.append((name, op, where, call, inputs, first, len(self.res) - first, _plain_attributes(attributes(gnode)),
-                     by_slot is not None, needs, None))
+        rows.append((name, op, where, call, inputs, first, len(self.res) - first, attrs, by_slot is not None, needs,
+                     None))
 
     def residual(self, node: int, gnode: Any, saved: tuple[Any, ...], by_slot: dict[str, str] | None,
                  rule_of: dict[str, str]) -> None:
@@ -244,10 +247,10 @@ class _Builder:
         if t is None:
             version = saved_version = key = None
             modified_by: tuple[Mutation, ...] = ()
-            if status is Status.MODIFIED:
+            if status is _MODIFIED:
                 version, saved_version, modified_by = self.modification(error or "", None, None)
             res.append((node, slot, None, None, None, None, None, "unknown (not held)", rule, None, None, place,
-                        status, version, error, saved_version, None, modified_by, Role.INTERMEDIATE, hook))
+                        status, version, error, saved_version, None, modified_by, _INTERMEDIATE, hook))
             return
         device = "cpu" if t.is_cpu else device_text(t.device)
         key = storage_object = None
@@ -267,12 +270,14 @@ class _Builder:
                 storage = self.storage(key, t, device, storage_object, producer)
             self.storage_rows[storage][3].append(len(res))
         version, saved_version, modified_by = tensor_version(t), None, ()
-        if status is Status.MODIFIED:
+        if status is _MODIFIED:
             version, saved_version, modified_by = self.modification(error or "", key, version)
         numel, dtype = t.numel(), t.dtype
+        # a plain tensor with a storage read above is strided and has data: no checks to repeat
+        preview = None if numel > 4 else _values_text(t) if storage_object is not None else _preview(t)
         res.append((node, slot, tuple(t.shape), _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device,
                     numel * t.element_size(), storage, role, rule, from_node, from_name, place, status, version,
-                    error, saved_version, _preview(t) if numel <= 4 else None, modified_by, made, hook))
+                    error, saved_version, preview, modified_by, made, hook))
 
     def storage(self, key: StorageKey, t: torch.Tensor, device: str | None = None,
                 storage_object: Any = None, producer: Any = None) -> int:
@@ -329,10 +334,10 @@ class _Builder:
             label = var or self.parameter_keys.get(key) if key is not None else var
             return (f"{role._value_} {var}" if var else role._value_), None, label, role
         if var:
-            return f"constant {var}", None, var, Role.CONSTANT
+            return f"constant {var}", None, var, _CONSTANT
         if is_custom_function(gnode):  # made inside a custom/compiled forward, which ran without grad
             return "made inside the function's forward", None, None, _INTERMEDIATE
-        return "constant (no grad)", None, None, Role.CONSTANT
+        return "constant (no grad)", None, None, _CONSTANT
 
 
 def _owners(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]], position: dict[Any, int],
@@ -397,23 +402,28 @@ def _is_parameter(t: torch.Tensor) -> bool:
 
 def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
     """PARAMETER for an nn.Parameter or a module's named parameter, else INPUT (a leaf with grad)."""
-    return Role.PARAMETER if named_parameter or _is_parameter(t) else Role.INPUT
+    return _PARAMETER if named_parameter or _is_parameter(t) else _INPUT
 
 
-_OUTPUT, _INTERMEDIATE = Role.OUTPUT, Role.INTERMEDIATE
+# enum members as module names: a hot loop reads them without the enum class's attribute lookup
+_OUTPUT, _INTERMEDIATE, _CONSTANT, _PARAMETER, _INPUT = (Role.OUTPUT, Role.INTERMEDIATE, Role.CONSTANT, Role.PARAMETER,
+                                                         Role.INPUT)
+_MODIFIED, _RECOMPUTED = Status.MODIFIED, HeldIn.RECOMPUTED
 _ALL_NEEDED = tuple((True,) * n for n in range(8))  # `needs` of a node whose every input gets a gradient
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
-_TYPES: dict[tuple[type, int], tuple[str, str | None, dict[str, str] | None, dict[str, str]]] = {}
+_TYPES: dict[tuple[type, int], tuple[Any, ...]] = {}
 
 
-def _type_info(gnode: Any, n_inputs: int) -> tuple[str, str | None, dict[str, str] | None, dict[str, str]]:
+def _type_info(gnode: Any, n_inputs: int) -> tuple[str, str | None, dict[str, str] | None, dict[str, str], Any]:
     """What does not change per node type (and number of inputs): its name, its op (None for a custom
-    Function, named by its class), the formulas by slot, and each tensor slot's rule text."""
+    Function, named by its class), the formulas by slot, each tensor slot's rule text, and its
+    attribute slots (None for a custom Function)."""
     name = gnode.name()
     by_slot = _rules_of(type(gnode), name, n_inputs)
-    custom = is_custom_function(gnode)
-    rule_of = {} if custom else {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
-    return name, None if custom else op_name(gnode), by_slot, rule_of
+    if is_custom_function(gnode):
+        return name, None, by_slot, {}, None
+    rule_of = {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
+    return name, op_name(gnode), by_slot, rule_of, attribute_slots(type(gnode))
 
 
 @functools.cache
@@ -439,6 +449,11 @@ def _preview(t: torch.Tensor | None) -> str | None:
     """The values of a small tensor as text (kept as text, so the trace holds no tensor)."""
     if t is None or t.numel() > 4 or t.layout != torch.strided or not has_data(t):
         return None
+    return _values_text(t)
+
+
+def _values_text(t: torch.Tensor) -> str | None:
+    """_preview of a strided tensor of at most 4 elements that has data (the caller checked)."""
     try:
         values = t.tolist()
     except RuntimeError:  # e.g. a real scalar read while a FakeTensorMode is active

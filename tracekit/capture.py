@@ -14,7 +14,7 @@ from torch.overrides import TorchFunctionMode
 
 from .build import Modules, Sources, build_trace
 from .errors import NestedCaptureError
-from .frames import SKIPPED, Names, caller_names, is_skipped, name_module, where
+from .frames import SKIPPED, Names, caller_names, is_skipped, module_paths, name_module, where
 from .internals import compiled_original, module_call_code, module_wrapper_code, sequence_nr, version
 from .keeper import gc_paused
 from .rows import Mutation
@@ -163,7 +163,7 @@ class _ModulePath:
             if label is None:
                 inner, outer = pair
                 if outer not in paths:
-                    paths[outer] = {m: name for name, m in self.modules[outer].named_modules()}
+                    paths[outer] = module_paths(self.modules[outer])
                 module = self.modules[inner]
                 kind = type(module).__name__
                 path = paths[outer].get(module)

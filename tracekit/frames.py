@@ -144,6 +144,18 @@ def _held_tensors(var: str, value: Any, depth: int = 0) -> Iterator[tuple[str, t
 def _named_modules(module: torch.nn.Module, prefix: str) -> list[tuple[str, Any, Any]]:
     """(name, its own parameters, its own buffers) per module of `module.named_modules(prefix=prefix)`,
     in the same order (each module, then its children's trees), read straight from the modules' dicts."""
+    return [(name, parameters, buffers) for name, _, parameters, buffers in _module_tree(module, prefix)]
+
+
+def module_paths(root: torch.nn.Module) -> dict[torch.nn.Module, str]:
+    """Each module in `root`'s tree -> its path (`""` for root, `layers.0.attn`), the first path of
+    one reached twice: `{m: name for name, m in root.named_modules()}`, read from the modules' dicts."""
+    return {m: name for name, m, _, _ in _module_tree(root, "")}
+
+
+def _module_tree(module: torch.nn.Module, prefix: str) -> list[tuple[str, Any, Any, Any]]:
+    """(name, module, its own parameters, its own buffers) in named_modules()' order (each module
+    once, then its children's trees)."""
     seen: set[int] = set()
     out = []
     todo = [(prefix, module)]
@@ -153,8 +165,8 @@ def _named_modules(module: torch.nn.Module, prefix: str) -> list[tuple[str, Any,
             continue
         seen.add(id(m))
         parameters, buffers, children = module_entries(m)
-        out.append((name, parameters, buffers))
-        todo.extend((f"{name}.{cname}", c) for cname, c in reversed(children) if c is not None)
+        out.append((name, m, parameters, buffers))
+        todo.extend((f"{name}.{cname}" if name else cname, c) for cname, c in reversed(children) if c is not None)
     return out
 
 

@@ -136,15 +136,17 @@ def saved_attribute(node: Any, name: str) -> Any:
 
 
 @functools.cache
-def _attribute_names(kind: type) -> tuple[tuple[str, str], ...]:
+def attribute_slots(kind: type) -> tuple[tuple[str, str], ...]:
+    """(slot, its attribute) for each non-tensor value a built-in node type saves."""
     return tuple((name, "_saved_" + name) for name in slot_names(kind)[1])
 
 
-def saved_attributes(node: Any) -> dict[str, Any]:
-    """Every non-tensor value a built-in node saved, by slot name (sizes, dims, scalars)."""
+def saved_attributes(node: Any, slots: tuple[tuple[str, str], ...] | None = None) -> dict[str, Any]:
+    """Every non-tensor value a built-in node saved, by slot name (sizes, dims, scalars); `slots`:
+    its type's attribute_slots, when the caller has them."""
     if not CAPABILITIES["saved_slots"]:
         raise missing("saved_slots", "reading what an autograd node saved")
-    return {name: getattr(node, attr) for name, attr in _attribute_names(type(node))}
+    return {name: getattr(node, attr) for name, attr in slots or attribute_slots(type(node))} if slots != () else {}
 
 
 def raw_slot(node: Any, slot: str) -> Any:
