@@ -15,7 +15,7 @@ import torch
 from . import keeper, rules
 from .errors import NoHistoryError, NotATensorError
 from .frames import Names
-from .internals import custom_forward_name, sequence_nr
+from .internals import attribute_slots, custom_forward_name, saved_attributes, sequence_nr
 from .internals import version as tensor_version
 from .keeper import gc_paused
 from .live import Live, forward_order, is_leaf_node, walk
@@ -127,6 +127,7 @@ class _Builder:
         self.backend = backend_of_outputs(outputs)  # "meta" / "fake": a trace without data
         self.kept: tuple[bool, ...] = ()  # per output: held strongly by the trace (a temporary)
         self.frames: list[Any] = []  # checkpointed regions whose kept inputs are rows already
+        self.inputs: dict[Any, int | str] = {}  # a node's input: graph node -> its index, leaf node -> its label
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         everything = walk(roots)
@@ -134,7 +135,13 @@ class _Builder:
         keeper.keep(graph_nodes)
         self.position = {n: i for i, n in enumerate(graph_nodes)}
         # leaves that get gradients: a residual in their storage is theirs (e.g. W.t())
-        self.parameter_keys = {storage_key(n.variable): self.leaf_label(n) for n in everything if is_leaf_node(n)}
+        keys = self.parameter_keys
+        for n in everything:
+            if is_leaf_node(n):
+                var = n.variable
+                key = storage_key(var)
+                keys[key] = self.leaf_label(n, var, key)
+        self.inputs = {**self.position, **self.label_of}  # graph node -> its index, leaf node -> its label
         nexts = [g.next_functions for g in graph_nodes]
         owners = _owners(graph_nodes, nexts, self.position, self.sources) if self.sources is not None else None
         sources = [self.sources[o] if o >= 0 else (None, None) for o in owners] if owners is not None else None
@@ -169,7 +176,7 @@ class _Builder:
     def cache(self, graph_nodes: list[Any]) -> tuple[CachedValue, ...]:
         """What a selective-checkpoint policy keeps for the checkpointed regions (looked for only
         when a residual is recomputed: the regions' saved values carry checkpoint hooks)."""
-        if not any(r[_PLACE] is HeldIn.RECOMPUTED for r in self.res):
+        if not any(r[_PLACE] is _RECOMPUTED for r in self.res):
             return ()
         found, seen = [], set()
         for op, t in checkpoint_cache(graph_nodes):
@@ -179,18 +186,18 @@ class _Builder:
                 found.append(CachedValue(op, tuple(t.shape), _dtype_text(t.dtype), storage_nbytes(t), key))
         return tuple(found)
 
-    def leaf_label(self, leaf_node: Any) -> str:
-        """The user's name for a leaf (`W`, `model.fc.weight`), else `leaf0`, `leaf1`, ..."""
+    def leaf_label(self, leaf_node: Any, var: torch.Tensor, key: StorageKey) -> str:
+        """The user's name for a leaf (`W`, `model.fc.weight`), else `leaf0`, `leaf1`, ... (`var`:
+        its tensor, `key`: its storage key)."""
         label = self.label_of.get(leaf_node)
         if label is not None:
             return label
-        var = leaf_node.variable
-        label, named_param = self.names.get(storage_key(var), (None, False))
+        label, named_param = self.names.get(key, (None, False))
         label = label or f"leaf{len(self.leaves)}"
         if label not in self.leaves:
             role = _leaf_role(var, named_param)
             self.leaf_roles[label] = role
-            self.leaves[label] = f"{role.value} {tuple(var.shape)} {_dtype_text(var.dtype)}"
+            self.leaves[label] = f"{role._value_} {tuple(var.shape)} {_dtype_text(var.dtype)}"
         self.label_of[leaf_node] = label
         return label
 
@@ -198,77 +205,91 @@ class _Builder:
              source: tuple[str | None, str | None]) -> None:
         """One forward op with its residuals, appended as plain tuples (`nexts`: its next_functions;
         `source`: line and call)."""
-        position = self.position
         where, call = source
-        inputs = tuple(position[n] if n in position else self.leaf_label(n) for n, _ in nexts if n is not None)
+        kids = [n for n, _ in nexts]
+        lookup = self.inputs
+        if None in kids:
+            inputs = tuple(lookup[n] for n in kids if n is not None)
+            needs = tuple(n is not None for n in kids)
+        else:
+            inputs = tuple(map(lookup.__getitem__, kids))
+            needs = _ALL_NEEDED[len(kids)] if len(kids) < len(_ALL_NEEDED) else (True,) * len(kids)
         kind = type(gnode)
         info = _TYPES.get((kind, len(nexts)))
         if info is None:
             info = _TYPES[(kind, len(nexts))] = _type_info(gnode, len(nexts))
-        name, op, by_slot, rule_of = info
+        name, op, by_slot, rule_of, attribute_slots = info
         if op is None:  # a custom Function: its name is its class's
             op = op_name(gnode)
+            attrs = _plain_attributes(attributes(gnode))
+        else:
+            attrs = _plain_attributes(saved_attributes(gnode, attribute_slots))
         first = len(self.res)
         recomputed = False
         for saved in saved_values(gnode):
             self.residual(i, gnode, saved, by_slot, rule_of)
-            recomputed = recomputed or saved[3] is HeldIn.RECOMPUTED
+            recomputed = recomputed or saved[3] is _RECOMPUTED
         if recomputed:  # the first node of a checkpointed region: what the checkpoint keeps for it
             for kept in checkpoint_kept(gnode, self.frames):
                 self.residual(i, gnode, (kept.slot, kept.status, kept.tensor, kept.place, kept.error, kept.hook),
                               None, _CHECKPOINT_RULES)
-        rows.append((name, op, where, call, inputs, first, len(self.res) - first, _plain_attributes(attributes(gnode)),
-                     by_slot is not None, tuple(n is not None for n, _ in nexts), None))
+        rows.append((name, op, where, call, inputs, first, len(self.res) - first, attrs, by_slot is not None, needs,
+                     None))
 
     def residual(self, node: int, gnode: Any, saved: tuple[Any, ...], by_slot: dict[str, str] | None,
                  rule_of: dict[str, str]) -> None:
         """One saved tensor (saved.saved_values' tuple): its size, storage, role and the rule that reads it."""
         slot, status, t, place, error, hook = saved
-        key = device = storage_object = None
-        if t is not None:
-            device = device_text(t.device)
-            if t.layout == torch.strided:
-                kind = type(t)
-                if (kind is torch.Tensor or kind is torch.nn.Parameter) and not t.is_meta:
-                    storage_object = t.untyped_storage()
-                    key = (device, storage_object.data_ptr())
-                else:
-                    key = storage_key(t)
-        role, from_node, from_name, kind = self.role(slot, t, gnode, key)
+        res = self.res
+        rule = rule_of.get(slot) or rule_of.get("*")
+        if rule is None:
+            rule = rules.rule_text(slot, by_slot)
+        if t is None:
+            version = saved_version = key = None
+            modified_by: tuple[Mutation, ...] = ()
+            if status is _MODIFIED:
+                version, saved_version, modified_by = self.modification(error or "", None, None)
+            res.append((node, slot, None, None, None, None, None, "unknown (not held)", rule, None, None, place,
+                        status, version, error, saved_version, None, modified_by, _INTERMEDIATE, hook))
+            return
+        device = "cpu" if t.is_cpu else device_text(t.device)
+        key = storage_object = None
+        if t.layout == torch.strided:
+            kind = type(t)
+            if (kind is torch.Tensor or kind is torch.nn.Parameter) and not t.is_meta:
+                storage_object = t.untyped_storage()
+                key = (device, storage_object.data_ptr())
+            else:
+                key = storage_key(t)
+        producer = t.grad_fn
+        role, from_node, from_name, made = self.role(slot, t, gnode, key, producer)
         storage = None
         if key is not None:
             storage = self.storage_index.get(key)
             if storage is None:
-                storage = self.storage(key, t, device, storage_object)
-        version, saved_version, modified_by = tensor_version(t) if t is not None else None, None, ()
-        if status is Status.MODIFIED:
-            version, saved_version, modified_by = self.modification(error or "", key, version)
-        res = self.res
-        if storage is not None:
+                storage = self.storage(key, t, device, storage_object, producer)
             self.storage_rows[storage][3].append(len(res))
-        if t is None:
-            shape = dtype = device = nbytes = preview = None
-        else:
-            numel = t.numel()
-            shape, dtype, nbytes = t.shape, _DTYPE_TEXT.get(t.dtype) or _dtype_text(t.dtype), numel * t.element_size()
-            preview = _preview(t) if numel <= 4 else None
-        rule = rule_of.get(slot) or rule_of.get("*")
-        if rule is None:
-            rule = rules.rule_text(slot, by_slot)
-        res.append((node, slot, shape, dtype, device, nbytes, storage, role, rule, from_node, from_name, place,
-                    status, version, error, saved_version, preview, modified_by, kind, hook))
+        version, saved_version, modified_by = tensor_version(t), None, ()
+        if status is _MODIFIED:
+            version, saved_version, modified_by = self.modification(error or "", key, version)
+        numel, dtype = t.numel(), t.dtype
+        # a plain tensor with a storage read above is strided and has data: no checks to repeat
+        preview = None if numel > 4 else _values_text(t) if storage_object is not None else _preview(t)
+        res.append((node, slot, tuple(t.shape), _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device,
+                    numel * t.element_size(), storage, role, rule, from_node, from_name, place, status, version,
+                    error, saved_version, preview, modified_by, made, hook))
 
     def storage(self, key: StorageKey, t: torch.Tensor, device: str | None = None,
-                storage_object: Any = None) -> int:
+                storage_object: Any = None, producer: Any = None) -> int:
         """The allocation behind a residual (its row index), made once per allocation (`device`,
-        `storage_object`: what the caller already read of `t`)."""
+        `storage_object`, `producer`: what the caller already read of `t`, its storage and grad_fn)."""
         index = self.storage_index.get(key)
         if index is not None:
             return index
         leaf_label = self.parameter_keys.get(key)
         named = self.names.get(key)
         var, is_param = named if named is not None else (leaf_label, leaf_label is not None)
-        grad_leaf = t.requires_grad and t.is_leaf
+        grad_leaf = producer is None and t.requires_grad  # t.is_leaf is `grad_fn is None`
         is_param = is_param or leaf_label is not None or grad_leaf
         leaf_role = self.leaf_roles.get(leaf_label) if leaf_label is not None else None
         if leaf_role is None and grad_leaf:
@@ -291,32 +312,32 @@ class _Builder:
             version, saved_version = int(found.group(1)), int(found.group(2))
         return version, saved_version, tuple(m for m in self.mutations if m.storage == key) if key else ()
 
-    def role(self, slot: str, t: torch.Tensor | None, gnode: Any,
-             key: StorageKey | None) -> tuple[str, int | None, str | None, Role]:
-        """(the role in words, the node that made the value, else the leaf's name, the Role)."""
+    def role(self, slot: str, t: torch.Tensor, gnode: Any, key: StorageKey | None,
+             producer: Any) -> tuple[str, int | None, str | None, Role]:
+        """(the role in words, the node that made the value, else the leaf's name, the Role) of a
+        held value `t` (`producer`: its grad_fn)."""
         position = self.position
-        if t is None:
-            return "unknown (not held)", None, None, Role.INTERMEDIATE
-        producer = t.grad_fn
         if producer is not None and producer is not gnode and producer not in position and tensor_version(t) > 0:
-            return "modified in place after it was saved", None, None, Role.INTERMEDIATE
-        var, is_param = self.names.get(key, (None, False)) if key is not None else (None, False)
-        made = Role.OUTPUT if key in self.output_keys else Role.INTERMEDIATE
+            return "modified in place after it was saved", None, None, _INTERMEDIATE
+        made = _OUTPUT if key in self.output_keys else _INTERMEDIATE
         if producer is gnode or slot.startswith("result"):
-            return f"output of #{position[gnode]} {gnode.name()} (this node)", position[gnode], None, made
-        if producer is None:
-            if t.requires_grad or is_param or _is_parameter(t):
-                role = _leaf_role(t, is_param)
-                label = var or self.parameter_keys.get(key) if key is not None else var
-                return (f"{role.value} {var}" if var else role.value), None, label, role
-            if var:
-                return f"constant {var}", None, var, Role.CONSTANT
-            if is_custom_function(gnode):  # made inside a custom/compiled forward, which ran without grad
-                return "made inside the function's forward", None, None, Role.INTERMEDIATE
-            return "constant (no grad)", None, None, Role.CONSTANT
-        if producer in position:
-            return f"output of #{position[producer]} {producer.name()}", position[producer], None, made
-        return "intermediate (made outside the traced graph)", None, None, Role.INTERMEDIATE
+            at = position[gnode]
+            return f"output of #{at} {gnode.name()} (this node)", at, None, made
+        if producer is not None:
+            at = position.get(producer)
+            if at is not None:
+                return f"output of #{at} {producer.name()}", at, None, made
+            return "intermediate (made outside the traced graph)", None, None, _INTERMEDIATE
+        var, is_param = self.names.get(key, (None, False)) if key is not None else (None, False)
+        if t.requires_grad or is_param or _is_parameter(t):
+            role = _leaf_role(t, is_param)
+            label = var or self.parameter_keys.get(key) if key is not None else var
+            return (f"{role._value_} {var}" if var else role._value_), None, label, role
+        if var:
+            return f"constant {var}", None, var, _CONSTANT
+        if is_custom_function(gnode):  # made inside a custom/compiled forward, which ran without grad
+            return "made inside the function's forward", None, None, _INTERMEDIATE
+        return "constant (no grad)", None, None, _CONSTANT
 
 
 def _owners(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]], position: dict[Any, int],
@@ -350,8 +371,11 @@ def _with_notes(record: Record, backend: str) -> Record:
 
 def _plain(value: Any) -> Any:
     """A saved attribute as plain data: numbers, text, None and tuples of them as they are; the rest as text."""
-    if value is None or type(value) in (bool, int, float, str):
+    kind = type(value)
+    if value is None or kind in _ATOMS:
         return value
+    if (kind is tuple or kind is list) and _ATOM_TYPES.issuperset(map(type, value)):  # e.g. sizes: as they are
+        return value if kind is tuple else tuple(value)
     if isinstance(value, (tuple, list)):
         return tuple(_plain(v) for v in value)
     for base in (bool, int, float, str):  # subclasses (an IntEnum, a str enum) as their plain value
@@ -361,6 +385,7 @@ def _plain(value: Any) -> Any:
 
 
 _ATOMS = (bool, int, float, str, type(None))
+_ATOM_TYPES = frozenset(_ATOMS)
 _PLACE = ResidualColumns._fields.index("place")
 
 
@@ -377,21 +402,28 @@ def _is_parameter(t: torch.Tensor) -> bool:
 
 def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
     """PARAMETER for an nn.Parameter or a module's named parameter, else INPUT (a leaf with grad)."""
-    return Role.PARAMETER if named_parameter or _is_parameter(t) else Role.INPUT
+    return _PARAMETER if named_parameter or _is_parameter(t) else _INPUT
 
 
+# enum members as module names: a hot loop reads them without the enum class's attribute lookup
+_OUTPUT, _INTERMEDIATE, _CONSTANT, _PARAMETER, _INPUT = (Role.OUTPUT, Role.INTERMEDIATE, Role.CONSTANT, Role.PARAMETER,
+                                                         Role.INPUT)
+_MODIFIED, _RECOMPUTED = Status.MODIFIED, HeldIn.RECOMPUTED
+_ALL_NEEDED = tuple((True,) * n for n in range(8))  # `needs` of a node whose every input gets a gradient
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
-_TYPES: dict[tuple[type, int], tuple[str, str | None, dict[str, str] | None, dict[str, str]]] = {}
+_TYPES: dict[tuple[type, int], tuple[Any, ...]] = {}
 
 
-def _type_info(gnode: Any, n_inputs: int) -> tuple[str, str | None, dict[str, str] | None, dict[str, str]]:
+def _type_info(gnode: Any, n_inputs: int) -> tuple[str, str | None, dict[str, str] | None, dict[str, str], Any]:
     """What does not change per node type (and number of inputs): its name, its op (None for a custom
-    Function, named by its class), the formulas by slot, and each tensor slot's rule text."""
+    Function, named by its class), the formulas by slot, each tensor slot's rule text, and its
+    attribute slots (None for a custom Function)."""
     name = gnode.name()
     by_slot = _rules_of(type(gnode), name, n_inputs)
-    custom = is_custom_function(gnode)
-    rule_of = {} if custom else {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
-    return name, None if custom else op_name(gnode), by_slot, rule_of
+    if is_custom_function(gnode):
+        return name, None, by_slot, {}, None
+    rule_of = {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
+    return name, op_name(gnode), by_slot, rule_of, attribute_slots(type(gnode))
 
 
 @functools.cache
@@ -417,6 +449,11 @@ def _preview(t: torch.Tensor | None) -> str | None:
     """The values of a small tensor as text (kept as text, so the trace holds no tensor)."""
     if t is None or t.numel() > 4 or t.layout != torch.strided or not has_data(t):
         return None
+    return _values_text(t)
+
+
+def _values_text(t: torch.Tensor) -> str | None:
+    """_preview of a strided tensor of at most 4 elements that has data (the caller checked)."""
     try:
         values = t.tolist()
     except RuntimeError:  # e.g. a real scalar read while a FakeTensorMode is active

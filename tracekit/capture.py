@@ -14,8 +14,9 @@ from torch.overrides import TorchFunctionMode
 
 from .build import Modules, Sources, build_trace
 from .errors import NestedCaptureError
-from .frames import Names, caller_names, name_module, user_frame, where
-from .internals import compiled_original, module_call_code, sequence_nr, version
+from .frames import SKIPPED, Names, caller_names, is_skipped, module_paths, name_module, where
+from .internals import compiled_original, module_call_code, module_wrapper_code, sequence_nr, version
+from .keeper import gc_paused
 from .rows import Mutation
 from .storage import storage_key
 from .trace import Trace
@@ -60,8 +61,8 @@ class _Recorder(TorchFunctionMode):
             inplace = _INPLACE[call] = _is_inplace(call)
         mutated = args[0] if inplace and args and isinstance(args[0], torch.Tensor) else None
         if roots or mutated is not None:
-            line = where(user_frame())
-            module = self.modules.current() if _CALL_CODE is not None else None
+            user, module = self.modules.locate()
+            line = where(user)
             for root in roots:  # nodes the call made on the way to its outputs get their source in build.py
                 seq = sequence_nr(root)
                 self.sources.setdefault(seq, (line, call))
@@ -92,42 +93,62 @@ class _ModulePath:
         self.index: dict[torch.nn.Module, int] = {}
         self.of: dict[int, tuple[int, int]] = {}
         self.top: Any = None  # the frame recording started in: module calls lie below it
+        self.outer: Any = None  # the outermost module call's frame at the last torch call (until the next)
+        self.outer_k = -1  # and its module
 
     def start(self, top: Any) -> None:
         self.top = top
 
     def stop(self) -> None:
-        self.top = None  # hold no frame once recording stopped
+        self.top = self.outer = None  # hold no frame once recording stopped
 
-    def current(self) -> tuple[int, int] | None:
-        """(innermost, outermost) module of the running torch call, or None outside any module."""
-        code = _CALL_CODE
+    def locate(self) -> tuple[Any, tuple[int, int] | None]:
+        """(the user's frame of the running torch call, its (innermost, outermost) module or None
+        outside any module), in one walk up the stack from the torch call."""
+        code, known = _CALL_CODE, SKIPPED
         frame, top = sys._getframe(2), self.top
-        inner = outer = None
+        user = inner = outer = None
         while frame is not None and frame is not top:
+            if user is None:
+                skip = known.get(frame.f_code.co_filename)
+                if not (is_skipped(frame) if skip is None else skip):
+                    user = frame
             if frame.f_code is code:
                 if inner is None:
                     inner = frame
                 outer = frame
             frame = frame.f_back
+        while user is None and frame is not None:  # recording started in a frame that is not the user's
+            skip = known.get(frame.f_code.co_filename)
+            if not (is_skipped(frame) if skip is None else skip):
+                user = frame
+            frame = frame.f_back
         if inner is None:
-            return None
-        return self._number(inner.f_locals.get("self")), self._number(outer.f_locals.get("self"))
+            self.outer = None
+            return user, None
+        if outer is not self.outer:  # a model's frame stays for all its calls: its module is read once
+            self.outer, self.outer_k = outer, self._number(_self_of(outer))
+        return user, (self.outer_k if inner is outer else self._number(_self_of(inner)), self.outer_k)
 
     def _number(self, module: Any) -> int:
-        module = compiled_original(module)
-        k = self.index.get(module)
+        k = self.index.get(module)  # the module as called (a compiled wrapper: the module it runs)
         if k is None:
-            k = self.index[module] = len(self.modules)
-            self.modules.append(module)
+            original = compiled_original(module)
+            k = self.index.get(original)
+            if k is None:
+                k = self.index[original] = len(self.modules)
+                self.modules.append(original)
+            self.index[module] = k
         return k
 
-    def names(self, names: Names) -> Names:
+    def names(self, names: Names, named: list[torch.nn.Module]) -> Names:
         """`names` with the parameters and buffers of the outermost modules called that the
-        caller's code does not name, under the module's class (`ResNet.bn1.running_mean`)."""
+        caller's code does not name, under the module's class (`ResNet.bn1.running_mean`);
+        `named`: the modules whose trees `names` has already (nothing of theirs to add)."""
         for k in sorted({outer for _, outer in self.of.values()}):
             root = self.modules[k]
-            name_module(names, root, type(root).__name__)
+            if not any(root is m for m in named):
+                name_module(names, root, type(root).__name__)
         return names
 
     def labels(self) -> Modules:
@@ -142,7 +163,7 @@ class _ModulePath:
             if label is None:
                 inner, outer = pair
                 if outer not in paths:
-                    paths[outer] = {m: name for name, m in self.modules[outer].named_modules()}
+                    paths[outer] = module_paths(self.modules[outer])
                 module = self.modules[inner]
                 kind = type(module).__name__
                 path = paths[outer].get(module)
@@ -153,6 +174,15 @@ class _ModulePath:
 
 
 _CALL_CODE = module_call_code()
+_WRAPPER_CODE = module_wrapper_code()
+
+
+def _self_of(call_frame: Any) -> Any:
+    """The module of a `_call_impl` frame, read from its caller `_wrapped_call_impl` (the same
+    `self`, fewer locals to copy out) where that is the caller."""
+    back = call_frame.f_back
+    frame = back if back is not None and back.f_code is _WRAPPER_CODE else call_frame
+    return frame.f_locals.get("self")
 
 
 class CaptureSession:
@@ -178,9 +208,11 @@ class CaptureSession:
 
     def trace(self, *outputs: torch.Tensor) -> Trace:
         """The trace of the graph behind `outputs`, with what was recorded."""
-        names = self.modules.names(caller_names())
-        return build_trace(outputs, self.sources, names, self.mutations, None, self.modules.labels(),
-                           _temporaries(outputs))
+        with gc_paused():  # names, labels and the record: many small objects, one collection after
+            named: list[torch.nn.Module] = []
+            names = self.modules.names(caller_names(named), named)
+            return build_trace(outputs, self.sources, names, self.mutations, None, self.modules.labels(),
+                               _temporaries(outputs))
 
 
 class capture:
@@ -214,16 +246,19 @@ class capture:
     def trace(self, *outputs: torch.Tensor, progress: bool | None = None) -> Trace:
         """The trace of the graph behind `outputs`, with forward order and source lines
         (`progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
-        names = self.modules.names(caller_names())
-        return build_trace(outputs, self.sources, names, self.mutations, progress, self.modules.labels(),
-                           _temporaries(outputs))
+        with gc_paused():  # names, labels and the record: many small objects, one collection after
+            named: list[torch.nn.Module] = []
+            names = self.modules.names(caller_names(named), named)
+            return build_trace(outputs, self.sources, names, self.mutations, progress, self.modules.labels(),
+                               _temporaries(outputs))
 
 
 def trace(*outputs: torch.Tensor, progress: bool | None = None) -> Trace:
     """The trace of any tensor's autograd graph (graph walk only: no source lines;
     `progress`: a progress bar on stderr; None: only for traces taking over 2 s). An output
     nobody else holds (`tk.trace(f(x))`) is kept by the trace, so `.backward()` on it works."""
-    return build_trace(outputs, None, caller_names(), progress=progress, kept=_temporaries(outputs))
+    with gc_paused():  # the names and the record: many small objects, one collection after
+        return build_trace(outputs, None, caller_names(), progress=progress, kept=_temporaries(outputs))
 
 
 def _temporaries(outputs: tuple[Any, ...]) -> tuple[bool, ...]:

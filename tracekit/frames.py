@@ -21,19 +21,20 @@ _TORCH_DIR = os.path.dirname(torch.__file__)
 _PARAMETER = torch.nn.Parameter
 _device = device_text
 _OWN_DIR = os.path.dirname(__file__)
-_SKIP: dict[str, bool] = {}  # file name -> whether its frames are torch's or tracekit's own
+SKIPPED: dict[str, bool] = {}  # file name -> whether its frames are torch's or tracekit's own (is_skipped)
 _LABEL: dict[str, str] = {}  # file name -> how a source line is labelled
 _NOTEBOOK_CELL = re.compile(r"ipykernel_\d+[/\\]\d+\.py$")
 
 Names = dict[StorageKey, tuple[str, bool]]  # storage -> (the user's name, whether it is a parameter)
 
 
-def _skipped(frame: FrameType) -> bool:
+def is_skipped(frame: FrameType) -> bool:
+    """Whether a frame is torch's or tracekit's own, not the user's (cached by file in SKIPPED)."""
     name = frame.f_code.co_filename
-    skip = _SKIP.get(name)
+    skip = SKIPPED.get(name)
     if skip is None:
         internal = name.startswith(_OWN_DIR) and not frame.f_globals.get("USER_LEVEL", False)
-        skip = _SKIP[name] = internal or name.startswith((_TORCH_DIR, "<frozen"))
+        skip = SKIPPED[name] = internal or name.startswith((_TORCH_DIR, "<frozen"))
     return skip
 
 
@@ -41,10 +42,10 @@ def user_frame(depth: int = 2) -> FrameType | None:
     """The innermost frame, from `depth` frames above this call, that is neither torch's nor
     tracekit's: where the user's line is."""
     frame: FrameType | None = sys._getframe(depth)
-    known = _SKIP
+    known = SKIPPED
     while frame is not None:
         skip = known.get(frame.f_code.co_filename)
-        if not (_skipped(frame) if skip is None else skip):
+        if not (is_skipped(frame) if skip is None else skip):
             break
         frame = frame.f_back
     return frame
@@ -79,11 +80,11 @@ BUFFER = "buffer "  # a name that is a module's buffer: `buffer model.bn1.runnin
 CLOSURE = " (in the closure of "  # `x (in the closure of f)`
 
 
-def caller_names() -> Names:
+def caller_names(modules: list[torch.nn.Module] | None = None) -> Names:
     """Names the user's code gives to tensors and parameters: storage key -> (name, is a parameter:
     an nn.Parameter or a module's named parameter). Also a module's buffers (`buffer
     model.bn1.running_mean`), tensors in a dict (`batch['x']`) and in a function's closure
-    (`x (in the closure of f)`)."""
+    (`x (in the closure of f)`). `modules`, when given, gets each module whose tree was named."""
     names: Names = {}
     frame = user_frame(3)
     if frame is None:
@@ -98,6 +99,8 @@ def caller_names() -> Names:
                 names.setdefault(storage_key(value), (var, isinstance(value, torch.nn.Parameter)))
             elif isinstance(value, torch.nn.Module):
                 name_module(names, value, var)
+                if modules is not None:
+                    modules.append(value)
             elif isinstance(value, dict) or (callable(value) and getattr(value, "__closure__", None)):
                 later.append((var, value))
     for deep in (False, True):  # what a dict or function holds itself first, then what its closures hold
@@ -110,14 +113,17 @@ def caller_names() -> Names:
 
 def name_module(names: Names, module: torch.nn.Module, prefix: str) -> None:
     """Add a module's parameters (`prefix.fc.weight`) and buffers (`buffer prefix.bn.running_mean`)."""
-    for pname, p in _named_parameters(module, prefix):
+    modules = _named_modules(module, prefix)
+    for pname, p in _named_parameters(module, prefix, modules):  # the first name wins
         # a real parameter's key without storage_key's checks (a meta or fake one takes them)
-        key = ((_device(p.device), p.untyped_storage().data_ptr()) if type(p) is _PARAMETER
-               and not p.is_meta else storage_key(p))
-        names.setdefault(key, (pname, True))
-    for bname, b in module.named_buffers(prefix=prefix):
-        if b.layout == torch.strided:
-            names.setdefault(storage_key(b), (BUFFER + bname, False))
+        key = (("cpu" if p.is_cpu else _device(p.device), p.untyped_storage().data_ptr())
+               if type(p) is _PARAMETER and not p.is_meta else storage_key(p))
+        if key not in names:
+            names[key] = (pname, True)
+    for name, _, buffers in modules:  # named_buffers()' order
+        for bname, b in buffers:
+            if b is not None and b.layout == torch.strided:
+                names.setdefault(storage_key(b), (f"{BUFFER}{name}.{bname}", False))
 
 
 def _held_tensors(var: str, value: Any, depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
@@ -135,21 +141,44 @@ def _held_tensors(var: str, value: Any, depth: int = 0) -> Iterator[tuple[str, t
             yield from _held_tensors(f"{var}.{cell_name}" if callable(item) else cell_name, item, depth + 1)
 
 
-def _named_parameters(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, torch.nn.Parameter]]:
-    """`module.named_parameters()` with names under `prefix`, in the same order (each module's own
-    parameters, then its children's), read straight from the modules' dicts: much faster."""
+def _named_modules(module: torch.nn.Module, prefix: str) -> list[tuple[str, Any, Any]]:
+    """(name, its own parameters, its own buffers) per module of `module.named_modules(prefix=prefix)`,
+    in the same order (each module, then its children's trees), read straight from the modules' dicts."""
+    return [(name, parameters, buffers) for name, _, parameters, buffers in _module_tree(module, prefix)]
+
+
+def module_paths(root: torch.nn.Module) -> dict[torch.nn.Module, str]:
+    """Each module in `root`'s tree -> its path (`""` for root, `layers.0.attn`), the first path of
+    one reached twice: `{m: name for name, m in root.named_modules()}`, read from the modules' dicts."""
+    return {m: name for name, m, _, _ in _module_tree(root, "")}
+
+
+def _module_tree(module: torch.nn.Module, prefix: str) -> list[tuple[str, Any, Any, Any]]:
+    """(name, module, its own parameters, its own buffers) in named_modules()' order (each module
+    once, then its children's trees)."""
     seen: set[int] = set()
+    out = []
     todo = [(prefix, module)]
     while todo:
         name, m = todo.pop()
         if id(m) in seen:
             continue
         seen.add(id(m))
-        parameters, children = module_entries(m)
+        parameters, buffers, children = module_entries(m)
+        out.append((name, m, parameters, buffers))
+        todo.extend((f"{name}.{cname}" if name else cname, c) for cname, c in reversed(children) if c is not None)
+    return out
+
+
+def _named_parameters(module: torch.nn.Module, prefix: str,
+                      modules: list[tuple[str, Any, Any]] | None = None) -> Iterator[tuple[str, torch.nn.Parameter]]:
+    """`module.named_parameters()` with names under `prefix`, in the same order (each module's own
+    parameters, then its children's), read straight from the modules' dicts (`modules`: its
+    _named_modules, when already read)."""
+    for name, parameters, _ in modules if modules is not None else _named_modules(module, prefix):
         for pname, p in parameters:
             if p is not None:
                 yield f"{name}.{pname}", p
-        todo.extend((f"{name}.{cname}", c) for cname, c in reversed(children) if c is not None)
 
 
 def forget_snapshot(frame: FrameType, scope: dict[str, Any]) -> None:

@@ -135,6 +135,20 @@ def saved_attribute(node: Any, name: str) -> Any:
     return getattr(node, "_saved_" + name)
 
 
+@functools.cache
+def attribute_slots(kind: type) -> tuple[tuple[str, str], ...]:
+    """(slot, its attribute) for each non-tensor value a built-in node type saves."""
+    return tuple((name, "_saved_" + name) for name in slot_names(kind)[1])
+
+
+def saved_attributes(node: Any, slots: tuple[tuple[str, str], ...] | None = None) -> dict[str, Any]:
+    """Every non-tensor value a built-in node saved, by slot name (sizes, dims, scalars); `slots`:
+    its type's attribute_slots, when the caller has them."""
+    if not CAPABILITIES["saved_slots"]:
+        raise missing("saved_slots", "reading what an autograd node saved")
+    return {name: getattr(node, attr) for name, attr in slots or attribute_slots(type(node))} if slots != () else {}
+
+
 def raw_slot(node: Any, slot: str) -> Any:
     """The SavedTensor behind one slot (`tensors[1]` indexes the list), read without unpacking;
     raises RuntimeError or IndexError when autograd has released a list."""
@@ -153,10 +167,19 @@ def custom_raw_saved(node: Any) -> Any:
 def release_probe(node: Any, slot: str) -> tuple[str, int | None]:
     """The raw attribute (and list index) that tells whether a node's saved values are gone: one
     slot stands for all (a node releases every saved value at once, right after its rule ran)."""
-    if is_custom_function(node):
-        return ("_raw_saved_tensors", None)
-    name, _, index = slot.partition("[")
-    return ("_raw_saved_" + name, int(index.rstrip("]")) if index else None)
+    key = (type(node), slot)
+    probe = _PROBES.get(key)
+    if probe is None:
+        if is_custom_function(node):
+            probe = ("_raw_saved_tensors", None)
+        else:
+            name, _, index = slot.partition("[")
+            probe = ("_raw_saved_" + name, int(index.rstrip("]")) if index else None)
+        probe = _PROBES[key] = probe
+    return probe
+
+
+_PROBES: dict[tuple[type, str], tuple[str, int | None]] = {}  # (node type, slot) -> its release probe
 
 
 def is_released(node: Any, probe: tuple[str, int | None]) -> bool:
@@ -329,9 +352,26 @@ def module_call_code() -> Any:
     return torch.nn.Module._call_impl.__code__ if CAPABILITIES["module_frames"] else None
 
 
+def module_wrapper_code() -> Any:
+    """The code object of `nn.Module._wrapped_call_impl`, the frame that calls `_call_impl` with the
+    same `self` and three locals (cheaper to read than `_call_impl`'s); None where this torch lacks it."""
+    wrapped = getattr(torch.nn.Module, "_wrapped_call_impl", None)
+    code = getattr(wrapped, "__code__", None)
+    return code if code is not None and code.co_varnames[:1] == ("self",) else None
+
+
 def compiled_original(module: torch.nn.Module) -> torch.nn.Module:
-    """The module a `torch.compile`d wrapper (OptimizedModule) runs; the module itself otherwise."""
-    original = getattr(module, "_orig_mod", None)
+    """The module a `torch.compile`d wrapper (OptimizedModule) runs; the module itself otherwise.
+    Read from the wrapper's own dicts: a failed `getattr` on a module raises in its `__getattr__`."""
+    if "torch._dynamo" not in sys.modules:  # nothing was compiled: no wrapper exists
+        return module
+    own = getattr(module, "__dict__", None)
+    if not isinstance(own, dict):
+        return module
+    original = own.get("_orig_mod")
+    if original is None:
+        children = own.get("_modules")
+        original = children.get("_orig_mod") if isinstance(children, dict) else None
     return original if isinstance(original, torch.nn.Module) else module
 
 
@@ -399,10 +439,10 @@ def closure_cells(fn: Any) -> list[Any]:
     return list(_cell_values(fn).values())
 
 
-def module_entries(m: torch.nn.Module) -> tuple[Any, Any]:
-    """(its own parameters, its children) as nn.Module keeps them (`_parameters`, `_modules`):
-    named_parameters() without its generator machinery."""
-    return m._parameters.items(), m._modules.items()
+def module_entries(m: torch.nn.Module) -> tuple[Any, Any, Any]:
+    """(its own parameters, its own buffers, its children) as nn.Module keeps them (`_parameters`,
+    `_buffers`, `_modules`): named_parameters() / named_buffers() without their generator machinery."""
+    return m._parameters.items(), m._buffers.items(), m._modules.items()
 
 
 def profiler_event_types() -> Any:

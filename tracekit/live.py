@@ -11,7 +11,6 @@ the only way to that graph, so it keeps that output (and its graph) until the tr
 from __future__ import annotations
 
 import weakref
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,17 +29,20 @@ def is_leaf_node(node: Any) -> bool:
 
 
 def walk(roots: list[Any]) -> list[Any]:
-    """Every backward node reachable from roots (iterative: any depth)."""
+    """Every backward node reachable from roots (iterative: any depth), depth first."""
     seen: set[Any] = set()
     order: list[Any] = []
-    todo = deque(roots)
+    todo = list(roots)
+    pop, push, add, keep = todo.pop, todo.append, seen.add, order.append
     while todo:
-        node = todo.pop()
+        node = pop()
         if node in seen:
             continue
-        seen.add(node)
-        order.append(node)
-        todo.extend(n for n, _ in node.next_functions if n is not None and n not in seen)
+        add(node)
+        keep(node)
+        for n, _ in node.next_functions:
+            if n is not None and n not in seen:
+                push(n)
     return order
 
 

@@ -25,6 +25,8 @@ from .reader import Step, TraceData
 from .rows import Status
 from .storage import weak_expired
 
+_NONE: tuple[int, ...] = ()  # a step that released (or freed) nothing
+
 
 class Observer:
     """Turns 'this node is about to run' into steps, releases and frees (the trace's observed
@@ -40,8 +42,8 @@ class Observer:
         self.on_step = on_step
         self.index_of = index_of  # graph node -> its index in the record (None: not in this trace)
         self.order: list[int] = []  # node index per step
-        self.released: list[list[int]] = []  # per step: residual indexes
-        self.freed: list[list[int]] = []  # per step: storage indexes
+        self.released: list[list[int] | tuple[int, ...]] = []  # per step: residual indexes
+        self.freed: list[list[int] | tuple[int, ...]] = []  # per step: storage indexes
         self.released_at: list[int | None] = [None] * record.n_residuals
         self.freed_at: list[int | None] = [None] * record.n_storages
         self.held_by: dict[int, str] = {}  # storage index -> who holds it after backward
@@ -87,8 +89,8 @@ class Observer:
             self.settle()
         self.last, self.last_node = i, gnode
         self.order.append(i)
-        self.released.append([])
-        self.freed.append([])
+        self.released.append(_NONE)  # a list once something is
+        self.freed.append(_NONE)
         if self.on_step is not None:
             self.on_step(Step(self.trace._data, self, len(self.order) - 1))
 
@@ -101,14 +103,14 @@ class Observer:
             if is_released(self.last_node, release_probe(self.last_node, res.slot[held[0]])):
                 del self.live[i]
                 self.released[k] = held
-                storage = res.storage
+                storage, unreleased, released_at = res.storage, self.unreleased, self.released_at
                 st = self.record.storage_columns
                 for j in held:
-                    self.released_at[j] = k
+                    released_at[j] = k
                     s = storage[j]
                     if s is None:
                         continue
-                    left = self.unreleased[s] = self.unreleased[s] - 1
+                    left = unreleased[s] = unreleased[s] - 1
                     # watch a storage once the graph lets go of it entirely; parameters and the
                     # outputs are settled once, in finish()
                     if left == 0 and not (st.is_parameter[s] or st.is_output[s]):
@@ -118,6 +120,8 @@ class Observer:
             still = []
             for s in self.pending:
                 if expired(weaks[s]):
+                    if self.freed[k] is _NONE:
+                        self.freed[k] = []
                     self.freed[k].append(s)
                     self.freed_at[s] = k
                 else:
@@ -137,6 +141,8 @@ class Observer:
                 self.held_by[s] = RETAINED if self.keep else (storage_holder(self.record, s) or OUTSIDE)
             elif self.freed_at[s] is None and last >= 0:  # died after the last step watched
                 self.freed_at[s] = last
+                if self.freed[last] is _NONE:
+                    self.freed[last] = []
                 self.freed[last].append(s)
         lifetime, n = self.lifetime, len(self.released_at)
         return Lifetimes(OBSERVED, tuple(self.order), lambda: tuple(lifetime(i) for i in range(n)),
@@ -154,20 +160,19 @@ def observe_backward(
             "outputs to observe another one (after retain_graph=True)."
         )
     outputs = live.tensors()  # GraphReleasedError when the caller let go of them
-    graph_nodes, index_of = live.op_nodes(trace.record)
     keep = create_graph if retain_graph is None else retain_graph
-    with gc_paused():
+    with gc_paused():  # the walk, the observer's step lists: many small objects, one collection after
+        graph_nodes, index_of = live.op_nodes(trace.record)
         observer = Observer(trace, index_of, keep, on_step)
         handle = PreHook(graph_nodes, observer.before)
-    del graph_nodes
-    trace._observed(None, observer)
-    try:
-        with gc_paused():
+        del graph_nodes
+        trace._observed(None, observer)
+        try:
             torch.autograd.backward(outputs, grad_tensors=gradient, retain_graph=keep, create_graph=create_graph)
-    except Exception as err:
-        observer.error = str(err)
-        raise
-    finally:
-        handle.remove()
-        lifetimes = observer.finish()
-        trace._observed(lifetimes)
+        except Exception as err:
+            observer.error = str(err)
+            raise
+        finally:
+            handle.remove()
+            lifetimes = observer.finish()
+            trace._observed(lifetimes)

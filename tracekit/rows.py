@@ -201,7 +201,7 @@ class Record:
     @property
     def residuals(self) -> tuple[ResidualRow, ...]:
         """One row per saved tensor, in forward order (made when first read)."""
-        c = self.residual_columns  # shapes are kept as torch.Size: a row shows a plain tuple
+        c = self.residual_columns  # shapes are plain tuples (a torch.Size in a record made otherwise: a tuple here)
         return self._table("residuals", ResidualRow, c._replace(shape=tuple(map(_plain_shape, c.shape))))
 
     @property

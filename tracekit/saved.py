@@ -21,7 +21,7 @@ from .internals import (
     custom_raw_saved,
     is_custom_function,
     raw_slot,
-    saved_attribute,
+    saved_attributes,
     slot_names,
     tensor_attributes,
 )
@@ -47,7 +47,7 @@ def attributes(node: Any) -> dict[str, Any]:
     """Non-tensor values a node saved (sizes, dims, scalars): shown, never counted as memory."""
     if is_custom_function(node):
         return {k: v for k, v in vars(node).items() if not k.startswith("_")} if hasattr(node, "__dict__") else {}
-    return {name: saved_attribute(node, name) for name in slot_names(type(node))[1]}
+    return saved_attributes(node)
 
 
 def _hook_place(hook: Any) -> tuple[HeldIn, str | None]:
