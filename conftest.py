@@ -1,11 +1,14 @@
 """Repository-wide pytest setup: how nbval compares the lesson notebooks, and the memory its kernels
 reached (the student-memory test reads it instead of running each lesson a second time)."""
 
+import sys
 import threading
 from pathlib import Path
 
-import psutil
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "tools"))
+from measure_student_memory import tree_rss  # noqa: E402 - the README's memory figures are sampled the same way
 
 NBVAL_KERNEL_PEAKS: dict[str, int] = {}  # lesson file name -> highest RSS of its nbval kernel's process tree
 _SAMPLERS: dict[str, tuple[threading.Event, threading.Thread]] = {}
@@ -29,12 +32,7 @@ def pytest_collection_modifyitems(config, items):
 def _sample(pid: int, name: str, done: threading.Event) -> None:
     """The kernel's resident memory, with its children, every 50 ms (as tools/measure_student_memory.py)."""
     while not done.wait(0.05):
-        try:
-            root = psutil.Process(pid)
-            total = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
-        except psutil.Error:
-            continue
-        NBVAL_KERNEL_PEAKS[name] = max(NBVAL_KERNEL_PEAKS.get(name, 0), total)
+        NBVAL_KERNEL_PEAKS[name] = max(NBVAL_KERNEL_PEAKS.get(name, 0), tree_rss(pid) or 0)
 
 
 @pytest.hookimpl(trylast=True)  # after pytest has set up the notebook (its kernel started)

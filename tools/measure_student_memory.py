@@ -26,6 +26,15 @@ from nbclient import NotebookClient
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
+def tree_rss(pid: int) -> int | None:
+    """Resident memory (bytes) of a process and all its children now; None once it is gone."""
+    try:
+        root = psutil.Process(pid)
+        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+    except psutil.Error:
+        return None
+
+
 def peak_rss(path: pathlib.Path) -> int:
     """Highest RSS (bytes) of the kernel process tree while the notebook runs."""
     book = nbformat.read(path, as_version=4)
@@ -40,12 +49,7 @@ def peak_rss(path: pathlib.Path) -> int:
             process = getattr(getattr(client.km, "provisioner", None), "process", None)
             if process is None:
                 continue
-            try:
-                root = psutil.Process(process.pid)
-                total = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
-            except psutil.Error:
-                continue
-            peak = max(peak, total)
+            peak = max(peak, tree_rss(process.pid) or 0)
 
     watcher = threading.Thread(target=sample, daemon=True)
     watcher.start()

@@ -14,10 +14,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import os
 
 MADV_POPULATE_READ = 22  # Linux 5.14: fault the pages in (mapped), as a read would
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _file_mappings() -> list[tuple[int, int, str, int]]:

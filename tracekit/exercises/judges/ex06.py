@@ -33,46 +33,40 @@ def reference_cells(question: str) -> list[str]:
     return ["import torch\nimport tracekit as tk", REFERENCE]
 
 
-def _reference_train():  # noqa: ANN202 - the reference `train`
-    namespace: dict = {"torch": torch}
-    exec(REFERENCE, namespace)  # noqa: S102 - our own reference text
-    return namespace["train"]
-
-
-@functools.lru_cache(maxsize=64)
-def _reference(key: str) -> tuple[list[float], list[float]]:
-    inputs = json.loads(key)
-    model, x, x_val = setup(inputs)
-    history = _reference_train()(model, x, x_val, inputs["steps"])
-    return history, [v for p in model.parameters() for v in p.detach().flatten().tolist()[:64]]
-
-
-def reference(inputs: dict) -> tuple[list[float], list[float]]:
-    """The loop done right on these inputs: its history and trained parameters (first 64 values)."""
-    return _reference(json.dumps({k: inputs[k] for k in ("seed", "steps", "width", "val_batch")}, sort_keys=True))
-
-
-# what the measured run sends back: the last MEASURED_LAST diagnostics (the reference computes only those:
-# the diagnostic never changes the training, and on the big validation batch it is most of the loop's work)
+# what the measured run sends back: the last MEASURED_LAST diagnostics (its truth computes only those: the
+# diagnostic never changes the training, and on the big validation batch it is most of the loop's work)
 MEASURED_LAST = 4
 _LAST_ONLY = TRAIN.format(diag=f"history.append(model(x_val).pow(2).mean().item() if len(history) >= steps - "
                                f"{MEASURED_LAST} else None)", ret="history")
 
 
-@functools.lru_cache(maxsize=64)
-def _measured_reference(key: str) -> tuple[list[float], list[float]]:
+def _reference_train(text: str = REFERENCE):  # noqa: ANN202 - the reference `train`
+    namespace: dict = {"torch": torch}
+    exec(text, namespace)  # noqa: S102 - our own reference text
+    return namespace["train"]
+
+
+@functools.lru_cache(maxsize=128)
+def _reference(key: str, text: str) -> tuple[list[float], list[float]]:
     inputs = json.loads(key)
     model, x, x_val = setup(inputs)
-    namespace: dict = {"torch": torch}
-    exec(_LAST_ONLY, namespace)  # noqa: S102 - our own reference text
-    history = namespace["train"](model, x, x_val, inputs["steps"])
-    return history[-MEASURED_LAST:], [v for p in model.parameters() for v in p.detach().flatten().tolist()[:64]][:16]
+    history = _reference_train(text)(model, x, x_val, inputs["steps"])
+    return history, [v for p in model.parameters() for v in p.detach().flatten().tolist()[:64]]
+
+
+def _key(inputs: dict) -> str:
+    return json.dumps({k: inputs[k] for k in ("seed", "steps", "width", "val_batch")}, sort_keys=True)
+
+
+def reference(inputs: dict) -> tuple[list[float], list[float]]:
+    """The loop done right on these inputs: its history and trained parameters (first 64 values)."""
+    return _reference(_key(inputs), REFERENCE)
 
 
 def measured_reference(config: dict) -> tuple[list[float], list[float]]:
     """The loop done right on the measured run's config: its last diagnostics and first 16 trained values."""
-    return _measured_reference(json.dumps({k: config[k] for k in ("seed", "steps", "width", "val_batch")},
-                                          sort_keys=True))
+    history, params = _reference(_key(config), _LAST_ONLY)
+    return history[-MEASURED_LAST:], params[:16]
 
 
 @functools.lru_cache(maxsize=16)
