@@ -1,8 +1,10 @@
 """Repository-wide pytest setup: how nbval compares the lesson notebooks, and the memory its kernels
 reached (the student-memory test reads it instead of running each lesson a second time)."""
 
+import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,32 @@ def pytest_runtest_teardown(item, nextitem):
 def nbval_kernel_peaks() -> dict[str, int]:
     """The peaks of the notebooks nbval ran in this session, by file name (empty when it ran none)."""
     return NBVAL_KERNEL_PEAKS
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds this machine has spent busy since boot (all cores, from /proc/stat)."""
+    with open("/proc/stat") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+_CPU_ROWS: list[str] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With TRACEKIT_TEST_CPU=file: each test's wall time and the machine's busy CPU seconds meanwhile
+    (setup and teardown included), for finding where a suite's time goes; run the suite alone for the
+    CPU column to be the test's own."""
+    if not os.environ.get("TRACEKIT_TEST_CPU"):
+        yield
+        return
+    wall, busy = time.monotonic(), _machine_busy_s()
+    yield
+    _CPU_ROWS.append(f"{time.monotonic() - wall:.2f}\t{_machine_busy_s() - busy:.2f}\t{item.nodeid}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Write the rows gathered above."""
+    if os.environ.get("TRACEKIT_TEST_CPU") and _CPU_ROWS:
+        Path(os.environ["TRACEKIT_TEST_CPU"]).write_text("wall_s\tbusy_cpu_s\ttest\n" + "\n".join(_CPU_ROWS) + "\n")

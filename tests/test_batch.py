@@ -222,8 +222,8 @@ def test_merging_shards_refuses_a_student_graded_twice_with_different_scores(tmp
 def test_sandbox_uids_in_use_are_never_leased_and_their_processes_never_killed(monkeypatch):
     # a range of its own: the test leases every uid of it, which would starve a grader running beside it
     # (CI grades in another process at the same time), and that grader's sandboxes hold uids of the default one
-    monkeypatch.setattr(isolation, "SANDBOX_UIDS", range(isolation.SANDBOX_UID_BASE + isolation.SANDBOX_UID_COUNT + 100,
-                                                         isolation.SANDBOX_UID_BASE + isolation.SANDBOX_UID_COUNT + 116))
+    first = isolation.SANDBOX_UID_BASE + isolation.SANDBOX_UID_COUNT + 100
+    monkeypatch.setattr(isolation, "SANDBOX_UIDS", range(first, first + 16))
     taken = isolation.SANDBOX_UIDS[3]  # as if a systemd dynamic user or another tool had it
     assert isolation.uid_in_use(taken) is None
     stranger = subprocess.Popen(["setpriv", f"--reuid={taken}", f"--regid={taken}", "--clear-groups",
