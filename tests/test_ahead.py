@@ -2,6 +2,9 @@
 measurement per sizes and limits, a failed one tried again, a peak from another way of starting a
 sandbox refused, and the judges' truth computed ahead equal to the truth computed when judging."""
 
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -67,3 +70,32 @@ def test_the_measured_runs_truth_is_the_full_loops_last_values():
         history, params = judge06.reference(config)
         last, first = judge06.measured_reference(config)
         assert len(last) == 4 and last == history[-4:] and first == params[:16]
+
+
+LOCKED = '''
+import torch
+from tracekit.grading import resident
+resident.keep_libraries_resident()
+size = locked = 0
+name = None
+for line in open("/proc/self/smaps"):
+    parts = line.split()
+    if "-" in parts[0] and len(parts) >= 5:
+        name = parts[5] if len(parts) > 5 else None
+        readonly = "r" in parts[1] and "w" not in parts[1]
+    elif name and name.endswith("libtorch_cpu.so") and readonly and parts[0] in ("Size:", "Locked:"):
+        size += int(parts[1]) * (parts[0] == "Size:")
+        locked += int(parts[1]) * (parts[0] == "Locked:")
+print(size, locked)
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="locking pages needs root (or a large RLIMIT_MEMLOCK)")
+def test_the_graders_read_only_library_pages_are_locked_in_memory():
+    """Memory pressure evicts mapped pages too; locked, torch's code cannot leave and be read back
+    into memory on a sandbox's account (grading/resident.py)."""
+    done = subprocess.run([sys.executable, "-c", LOCKED], capture_output=True, text=True, timeout=120, check=True)
+    size, locked = (int(x) for x in done.stdout.split())
+    # KiB of torch's main library, read-only: 0 locked without the lock; smaps counts ~93 % of a locked
+    # mapping here (the pages it maps at that moment)
+    assert size > 100 << 10 and locked > size * 0.85
