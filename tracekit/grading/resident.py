@@ -52,9 +52,10 @@ def keep_libraries_resident() -> int:
     libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     touched = 0
     for start, end, path, offset, writable in _file_mappings():
-        if not writable:  # a lock faults a writable private mapping in for writing: a copy of each page
-            libc.mlock(start, end - start)  # refused without the privilege: then populated only, below
-        if libc.madvise(start, end - start, MADV_POPULATE_READ) == 0:
+        # a lock brings the pages in itself; it is refused without the privilege (then populated only), and
+        # not asked for a writable private mapping (it would fault each page in for writing: a copy)
+        if (not writable and libc.mlock(start, end - start) == 0) or \
+                libc.madvise(start, end - start, MADV_POPULATE_READ) == 0:
             touched += end - start
             continue
         # older kernels: read the range, so that its pages are in the page cache on our account
