@@ -277,7 +277,8 @@ def test_each_attack_scores_below_full_and_each_honest_variant_keeps_full_marks(
     expected = CASES[name][3]
     got = scores(reports[name])
     messages = [(q["name"], q["message"]) for p in reports[name]["exercises"] for q in p["questions"]]
-    seen = [(q["name"], q.get("measured"), p.get("sandbox")) for p in reports[name]["exercises"] for q in p["questions"]]
+    seen = [(q["name"], q.get("measured"), p.get("sandbox"))
+            for p in reports[name]["exercises"] for q in p["questions"]]
     assert got == pytest.approx(expected), (got, messages, seen)  # what was measured, and how the sandbox ran
     assert not any("checker could not" in m for _, m in messages), messages
 
