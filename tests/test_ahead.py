@@ -41,6 +41,10 @@ def test_one_measurement_per_sizes_and_a_failed_one_is_tried_again(monkeypatch):
     assert calls == [("ex06", "q1", 1, 3072), ("ex06", "q1", 1, 3072), ("ex06", "q1", 1, 4096)]
     with pytest.raises(RuntimeError, match="not comparable"):
         ahead.comparable_peak(again, "cold")
+    # measured by the sandbox's cgroup, the submission by its largest process (a sandbox without its cgroup)
+    assert ahead.comparable_peak(again, "warm", how="cgroup") == 1001
+    with pytest.raises(RuntimeError, match="measured by cgroup, the submission by rss: not comparable"):
+        ahead.comparable_peak(again, "warm", how="rss")
     # the sandboxes went cold meanwhile: the reference is measured again, as they start now, under its own key
     monkeypatch.setattr(sandbox, "start_kind", lambda: "cold")
     monkeypatch.setattr(sandbox, "measure_reference", lambda *a, **k: {"start": "cold", "peak_bytes": 2000})

@@ -38,15 +38,16 @@ def trusted() -> Iterator[None]:
             torch.set_num_threads(threads)
 
 
-def _measure_peak(exercise_id: str, question: str, config: str, limits: tuple[tuple[str, int], ...]) -> tuple[str, int]:
+def _measure_peak(exercise_id: str, question: str, config: str,
+                  limits: tuple[tuple[str, int], ...]) -> tuple[str, int, str]:
     judges = importlib.import_module(f"tracekit.exercises.judges.{exercise_id}")
     done = sandbox.measure_reference(exercise_id, question, judges.reference_cells(question), json.loads(config),
                                      **dict(limits))
-    return done["start"], done["peak_bytes"]
+    return done["start"], done["peak_bytes"], done.get("how", "")
 
 
 def reference_peak(exercise_id: str, question: str, sizes: dict, **limits: int) -> Future:
-    """A future of (how the sandbox started, the kernel's memory high-water mark) of the reference
+    """A future of (how the sandbox started, the memory high-water mark, what measured it) of the reference
     answer's measured workload at these sizes, in a sandbox like a submission's: measured once per
     grading process and sizes (the memory depends on the sizes, not on the values a student's seed
     draws); a measurement that failed is tried again by the next submission that needs it."""
@@ -60,15 +61,20 @@ def reference_peak(exercise_id: str, question: str, sizes: dict, **limits: int) 
     return known
 
 
-def comparable_peak(future: Future, start: str, again: Callable[[], Future] | None = None) -> int:
+def comparable_peak(future: Future, start: str, again: Callable[[], Future] | None = None,
+                    how: str | None = None) -> int:
     """The reference's peak, once measured; where it started otherwise than the submission (the
     sandboxes went cold meanwhile) the one `again` gives (a measurement as sandboxes start now), and
-    RuntimeError if that one differs too (a warm fork and a cold start are not comparable)."""
-    started, peak = future.result()
+    RuntimeError if that one differs too (a warm fork and a cold start are not comparable), or if it
+    was measured otherwise than the submission's (`how`: a cgroup's whole count, or one process's)."""
+    started, peak, measured_by = future.result()
     if started != start and again is not None:
-        started, peak = again().result()
+        started, peak, measured_by = again().result()
     if started != start:
         raise RuntimeError(f"the reference ran {started}, the submission {start}: not comparable")
+    if how is not None and measured_by != how:
+        raise RuntimeError(f"the reference was measured by {measured_by or 'nothing'}, the submission by "
+                           f"{how or 'nothing'}: not comparable")
     return peak
 
 

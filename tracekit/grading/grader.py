@@ -225,7 +225,8 @@ def grade_notebook(path: Path | Notebook, student: str, options: Options) -> Exe
     began = time.monotonic()
     for name, m in ran.measured.items():
         try:
-            base = ahead.comparable_peak(started.get(name) or peaks[name](), ran.start, again=peaks[name])
+            base = ahead.comparable_peak(started.get(name) or peaks[name](), ran.start, again=peaks[name],
+                                         how=m.get("how"))
         except Exception as err:  # noqa: BLE001 - the grader's own failure: reported, never the student's
             base = None
             notes.append(f"{name}: the reference measurement failed ({type(err).__name__}: {str(err)[:200]})")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -102,7 +103,9 @@ def _own_cgroup_dirs() -> dict[str, Path]:
 
 
 def _try_mkdir(parent: Path) -> bool:
-    probe = parent / f"tracekit-probe-{os.getpid()}"
+    # a name of this call's own: grading threads probe at once (a shared name made one of them find
+    # no cgroup, and its sandbox run without one)
+    probe = parent / f"tracekit-probe-{os.getpid()}-{threading.get_native_id()}-{secrets.token_hex(4)}"
     try:
         probe.mkdir()
         probe.rmdir()

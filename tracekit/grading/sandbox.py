@@ -375,9 +375,15 @@ def _place(iso: isolation.Isolation, uid: int) -> tuple[Path | None, str, str]:
 
 def _launch_as(uid: int, iso: isolation.Isolation, job: dict, limits: _Limits, warm: bool) -> _Outcome:
     group = None
-    if iso.cgroup:
-        group = isolation.Cgroup.create(f"tracekit-{os.getpid()}-{uid}-{secrets.token_hex(4)}",
-                                        (limits.memory_mb + 64) << 20, limits.max_pids, limits.cpus)
+    if iso.cgroup:  # this machine gives cgroups: no sandbox runs without one (its limits, its measurement)
+        try:
+            group = isolation.Cgroup.create(f"tracekit-{os.getpid()}-{uid}-{secrets.token_hex(4)}",
+                                            (limits.memory_mb + 64) << 20, limits.max_pids, limits.cpus)
+            why = "" if group is not None else "no writable cgroup folder now"
+        except OSError as err:
+            why = str(err)
+        if group is None:
+            return _Outcome([], f"the sandbox's cgroup could not be made ({why}): not run")
     scratch, workdir, home = _place(iso, uid)
     # a probe runs the answer several times, on several inputs: at least a minute, or three cells' time
     # where cells get less than 20 s (an answer that never ends then costs 3 cells' time, not a minute)
