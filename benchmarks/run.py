@@ -172,6 +172,44 @@ def _bare_observed_backward(loss: torch.Tensor) -> None:
     hook.remove()
 
 
+def bare_reads(outputs: list[torch.Tensor]) -> list[tuple]:
+    """The facts a trace must read while the graph holds them (it keeps no tensor, and backward frees
+    them), with none of tracekit's record: the walk in forward order, each node's inputs, and per
+    saved tensor its raw slot, the value, storage (address, size, weak reference), shape, dtype,
+    bytes, version, producer and, for at most 4 elements, its values. One tuple per saved tensor."""
+    from tracekit.internals import storage_weak_ref, tensor_attributes, version
+    from tracekit.live import forward_order, walk
+    from tracekit.storage import drop_weak_ref
+
+    nodes = forward_order(walk([t.grad_fn for t in outputs]))
+    position = {g: i for i, g in enumerate(nodes)}
+    storages: dict[tuple, int] = {}
+    weaks: list[tuple[int, int]] = []
+    out: list[tuple] = []
+    for i, g in enumerate(nodes):
+        inputs = tuple([position.get(k) for k, _ in g.next_functions])
+        for slot, raw_attr, value_attr in tensor_attributes(type(g)):
+            raw = getattr(g, raw_attr, None)
+            if raw is None or isinstance(raw, (tuple, list)) or raw.unpack_hook is not None:
+                continue
+            t = getattr(g, value_attr)
+            if t is None:
+                continue
+            s = t.untyped_storage()
+            key = ("cpu" if t.is_cpu else str(t.device), s.data_ptr())
+            k = storages.get(key)
+            if k is None:
+                k = storages[key] = len(weaks)
+                weaks.append((s.nbytes(), storage_weak_ref(s)))
+            numel, producer = t.numel(), t.grad_fn
+            out.append((i, slot, inputs, tuple(t.shape), t.dtype, numel * t.element_size(), k,
+                        position.get(producer) if producer is not None else None, version(t),
+                        t.tolist() if numel <= 4 else None))
+    for _, ref in weaks:
+        drop_weak_ref(ref)
+    return out
+
+
 def bench_floor(quick: bool) -> None:
     """The floor under the capture rows: the same programs with tracekit's mechanisms and none of its
     bookkeeping (an empty TorchFunctionMode; + the walk and one shared pre-hook per node)."""
@@ -197,8 +235,15 @@ def bench_floor(quick: bool) -> None:
                     loss = forward()
                 _bare_observed_backward(loss)
 
+            def reads(forward=forward) -> None:
+                with _EmptyMode():
+                    loss = forward()
+                bare_reads([loss])
+                _bare_observed_backward(loss)
+
             for name, ours in (("an empty TorchFunctionMode alone", mode_only),
-                               ("+ graph walk + one shared pre-hook per node", mechanisms)):
+                               ("+ graph walk + one shared pre-hook per node", mechanisms),
+                               ("+ the reads a trace needs, no record (bare_reads)", reads)):
                 ours()
                 r = interleaved(plain, ours, repeat)
                 record(f"floor, {label}: {name} / plain", r["cpu"], "-", None, "×",
@@ -309,7 +354,11 @@ def bench_dot(quick: bool) -> None:
             del y
             continue
         # too deep for torchviz: time the two halves (the trace, then the drawing) on their own, in wall
-        # clock and in CPU time of this process (the one to read on a shared machine)
+        # clock and in CPU time of this process (the one to read on a shared machine); and the reads
+        # alone, without a record (the floor under the trace half)
+        c_reads = time.process_time()
+        bare_reads([y])
+        c_reads = time.process_time() - c_reads
         t0, c0 = time.perf_counter(), time.process_time()
         tr = quiet_trace(tk, y)
         t1, c1 = time.perf_counter(), time.process_time()
@@ -318,8 +367,9 @@ def bench_dot(quick: bool) -> None:
         big = n >= 100000
         record(f"trace+DOT at {n} nodes (torchviz: RecursionError)", t2 - t0, "≤ 1 s" if big else "-",
                (t2 - t0) <= 1 if big else None, "s",
-               note=f"trace {t1 - t0:.2f} s + DOT {t2 - t1:.2f} s; CPU {c1 - c0:.2f} s + {c2 - c1:.2f} s",
-               trace_s=t1 - t0, dot_s=t2 - t1, trace_cpu_s=c1 - c0, dot_cpu_s=c2 - c1, nodes=n,
+               note=f"trace {t1 - t0:.2f} s + DOT {t2 - t1:.2f} s; CPU {c1 - c0:.2f} s + {c2 - c1:.2f} s; "
+                    f"the reads alone (floor) CPU {c_reads:.2f} s",
+               trace_s=t1 - t0, dot_s=t2 - t1, trace_cpu_s=c1 - c0, dot_cpu_s=c2 - c1, reads_cpu_s=c_reads, nodes=n,
                dot_chars=len(source))
         del tr, y
 

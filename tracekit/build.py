@@ -15,7 +15,7 @@ import torch
 from . import keeper, rules
 from .errors import NoHistoryError, NotATensorError
 from .frames import Names
-from .internals import attribute_slots, custom_forward_name, saved_attributes, sequence_nr
+from .internals import attribute_slots, custom_forward_name, saved_attribute_values, sequence_nr, tensor_attributes
 from .internals import version as tensor_version
 from .keeper import gc_paused
 from .live import Live, forward_order, is_leaf_node, walk
@@ -128,6 +128,7 @@ class _Builder:
         self.kept: tuple[bool, ...] = ()  # per output: held strongly by the trace (a temporary)
         self.frames: list[Any] = []  # checkpointed regions whose kept inputs are rows already
         self.inputs: dict[Any, int | str] = {}  # a node's input: graph node -> its index, leaf node -> its label
+        self.node_names: list[str] = []  # the name of each node made so far, in forward order
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         everything = walk(roots)
@@ -209,8 +210,8 @@ class _Builder:
         kids = [n for n, _ in nexts]
         lookup = self.inputs
         if None in kids:
-            inputs = tuple(lookup[n] for n in kids if n is not None)
-            needs = tuple(n is not None for n in kids)
+            inputs = tuple([lookup[n] for n in kids if n is not None])
+            needs = tuple([n is not None for n in kids])
         else:
             inputs = tuple(map(lookup.__getitem__, kids))
             needs = _ALL_NEEDED[len(kids)] if len(kids) < len(_ALL_NEEDED) else (True,) * len(kids)
@@ -218,16 +219,16 @@ class _Builder:
         info = _TYPES.get((kind, len(nexts)))
         if info is None:
             info = _TYPES[(kind, len(nexts))] = _type_info(gnode, len(nexts))
-        name, op, by_slot, rule_of, attribute_slots = info
+        name, op, by_slot, rule_of, attribute_slots, tensor_slots = info
         if op is None:  # a custom Function: its name is its class's
             op = op_name(gnode)
             attrs = _plain_attributes(attributes(gnode))
         else:
-            attrs = _plain_attributes(saved_attributes(gnode, attribute_slots))
+            attrs = _plain_values(saved_attribute_values(gnode, attribute_slots)) if attribute_slots else ()
         first = len(self.res)
         recomputed = False
-        for saved in saved_values(gnode):
-            self.residual(i, gnode, saved, by_slot, rule_of)
+        for saved in saved_values(gnode, tensor_slots):
+            self.residual(i, gnode, saved, by_slot, rule_of, name)
             recomputed = recomputed or saved[3] is _RECOMPUTED
         if recomputed:  # the first node of a checkpointed region: what the checkpoint keeps for it
             for kept in checkpoint_kept(gnode, self.frames):
@@ -235,10 +236,12 @@ class _Builder:
                               None, _CHECKPOINT_RULES)
         rows.append((name, op, where, call, inputs, first, len(self.res) - first, attrs, by_slot is not None, needs,
                      None))
+        self.node_names.append(name)
 
     def residual(self, node: int, gnode: Any, saved: tuple[Any, ...], by_slot: dict[str, str] | None,
-                 rule_of: dict[str, str]) -> None:
-        """One saved tensor (saved.saved_values' tuple): its size, storage, role and the rule that reads it."""
+                 rule_of: dict[str, str], name: str | None = None) -> None:
+        """One saved tensor (saved.saved_values' tuple): its size, storage, role and the rule that reads
+        it (`name`: the saving node's name, when the caller has it)."""
         slot, status, t, place, error, hook = saved
         res = self.res
         rule = rule_of.get(slot) or rule_of.get("*")
@@ -254,22 +257,23 @@ class _Builder:
             return
         device = "cpu" if t.is_cpu else device_text(t.device)
         key = storage_object = None
-        if t.layout == torch.strided:
+        if t.layout == _STRIDED:
             kind = type(t)
-            if (kind is torch.Tensor or kind is torch.nn.Parameter) and not t.is_meta:
+            if (kind is _TENSOR or kind is _PARAMETER_TYPE) and not t.is_meta:
                 storage_object = t.untyped_storage()
                 key = (device, storage_object.data_ptr())
             else:
                 key = storage_key(t)
         producer = t.grad_fn
-        role, from_node, from_name, made = self.role(slot, t, gnode, key, producer)
+        version = tensor_version(t)
+        role, from_node, from_name, made = self.role(slot, t, gnode, key, producer, version, name)
         storage = None
         if key is not None:
             storage = self.storage_index.get(key)
             if storage is None:
-                storage = self.storage(key, t, device, storage_object, producer)
+                storage = self.new_storage(key, t, device, storage_object, producer)
             self.storage_rows[storage][3].append(len(res))
-        version, saved_version, modified_by = tensor_version(t), None, ()
+        saved_version, modified_by = None, ()
         if status is _MODIFIED:
             version, saved_version, modified_by = self.modification(error or "", key, version)
         numel, dtype = t.numel(), t.dtype
@@ -279,13 +283,10 @@ class _Builder:
                     numel * t.element_size(), storage, role, rule, from_node, from_name, place, status, version,
                     error, saved_version, preview, modified_by, made, hook))
 
-    def storage(self, key: StorageKey, t: torch.Tensor, device: str | None = None,
-                storage_object: Any = None, producer: Any = None) -> int:
-        """The allocation behind a residual (its row index), made once per allocation (`device`,
-        `storage_object`, `producer`: what the caller already read of `t`, its storage and grad_fn)."""
-        index = self.storage_index.get(key)
-        if index is not None:
-            return index
+    def new_storage(self, key: StorageKey, t: torch.Tensor, device: str | None, storage_object: Any,
+                    producer: Any) -> int:
+        """A row for an allocation not seen yet (`device`, `storage_object`, `producer`: what the
+        caller already read of `t`, its storage and grad_fn)."""
         leaf_label = self.parameter_keys.get(key)
         named = self.names.get(key)
         var, is_param = named if named is not None else (leaf_label, leaf_label is not None)
@@ -313,20 +314,22 @@ class _Builder:
         return version, saved_version, tuple(m for m in self.mutations if m.storage == key) if key else ()
 
     def role(self, slot: str, t: torch.Tensor, gnode: Any, key: StorageKey | None,
-             producer: Any) -> tuple[str, int | None, str | None, Role]:
+             producer: Any, version: int, name: str | None = None) -> tuple[str, int | None, str | None, Role]:
         """(the role in words, the node that made the value, else the leaf's name, the Role) of a
-        held value `t` (`producer`: its grad_fn)."""
+        held value `t` (`producer`: its grad_fn, `version`: its version; `name`: gnode's name)."""
         position = self.position
-        if producer is not None and producer is not gnode and producer not in position and tensor_version(t) > 0:
-            return "modified in place after it was saved", None, None, _INTERMEDIATE
+        if producer is not None:
+            at = position.get(producer)
+            if at is None and producer is not gnode and version > 0:
+                return "modified in place after it was saved", None, None, _INTERMEDIATE
         made = _OUTPUT if key in self.output_keys else _INTERMEDIATE
         if producer is gnode or slot.startswith("result"):
             at = position[gnode]
-            return f"output of #{at} {gnode.name()} (this node)", at, None, made
+            return f"output of #{at} {name or gnode.name()} (this node)", at, None, made
         if producer is not None:
-            at = position.get(producer)
             if at is not None:
-                return f"output of #{at} {producer.name()}", at, None, made
+                names = self.node_names
+                return f"output of #{at} {names[at] if at < len(names) else producer.name()}", at, None, made
             return "intermediate (made outside the traced graph)", None, None, _INTERMEDIATE
         var, is_param = self.names.get(key, (None, False)) if key is not None else (None, False)
         if t.requires_grad or is_param or _is_parameter(t):
@@ -395,6 +398,14 @@ def _plain_attributes(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     return tuple((k, v if type(v) in _ATOMS else _plain(v)) for k, v in attrs.items())
 
 
+def _plain_values(pairs: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
+    """(slot, value) pairs with each value plain (_plain): the pairs as they are when every value is."""
+    for _, v in pairs:
+        if type(v) not in _ATOM_TYPES:
+            return tuple([(k, v if type(v) in _ATOMS else _plain(v)) for k, v in pairs])
+    return pairs
+
+
 def _is_parameter(t: torch.Tensor) -> bool:
     """isinstance(t, nn.Parameter) without Parameter's metaclass check for plain tensors (slow)."""
     return type(t) is not torch.Tensor and isinstance(t, torch.nn.Parameter)
@@ -409,21 +420,22 @@ def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
 _OUTPUT, _INTERMEDIATE, _CONSTANT, _PARAMETER, _INPUT = (Role.OUTPUT, Role.INTERMEDIATE, Role.CONSTANT, Role.PARAMETER,
                                                          Role.INPUT)
 _MODIFIED, _RECOMPUTED = Status.MODIFIED, HeldIn.RECOMPUTED
+_STRIDED, _TENSOR, _PARAMETER_TYPE = torch.strided, torch.Tensor, torch.nn.Parameter
 _ALL_NEEDED = tuple((True,) * n for n in range(8))  # `needs` of a node whose every input gets a gradient
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
 _TYPES: dict[tuple[type, int], tuple[Any, ...]] = {}
 
 
-def _type_info(gnode: Any, n_inputs: int) -> tuple[str, str | None, dict[str, str] | None, dict[str, str], Any]:
+def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
     """What does not change per node type (and number of inputs): its name, its op (None for a custom
-    Function, named by its class), the formulas by slot, each tensor slot's rule text, and its
-    attribute slots (None for a custom Function)."""
+    Function, named by its class), the formulas by slot, each tensor slot's rule text, its attribute
+    slots and its tensor slots (None for a custom Function)."""
     name = gnode.name()
     by_slot = _rules_of(type(gnode), name, n_inputs)
     if is_custom_function(gnode):
-        return name, None, by_slot, {}, None
+        return name, None, by_slot, {}, None, None
     rule_of = {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
-    return name, op_name(gnode), by_slot, rule_of, attribute_slots(type(gnode))
+    return name, op_name(gnode), by_slot, rule_of, attribute_slots(type(gnode)), tensor_attributes(type(gnode))
 
 
 @functools.cache

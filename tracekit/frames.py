@@ -91,7 +91,8 @@ def caller_names(modules: list[torch.nn.Module] | None = None) -> Names:
         return names
     local_scope = frame.f_locals
     later: list[tuple[str, Any]] = []  # dicts and functions: named after the plain variables
-    for scope in (local_scope, frame.f_globals):
+    # a module-level frame (a notebook cell, a script) has one scope for both: read it once
+    for scope in (local_scope,) if local_scope is frame.f_globals else (local_scope, frame.f_globals):
         for var, value in list(scope.items()):
             if var.startswith("_"):
                 continue

@@ -149,6 +149,13 @@ def saved_attributes(node: Any, slots: tuple[tuple[str, str], ...] | None = None
     return {name: getattr(node, attr) for name, attr in slots or attribute_slots(type(node))} if slots != () else {}
 
 
+def saved_attribute_values(node: Any, slots: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Any], ...]:
+    """saved_attributes as (slot, value) pairs, for a built-in node type's attribute_slots (non-empty)."""
+    if not CAPABILITIES["saved_slots"]:
+        raise missing("saved_slots", "reading what an autograd node saved")
+    return tuple([(name, getattr(node, attr)) for name, attr in slots])
+
+
 def raw_slot(node: Any, slot: str) -> Any:
     """The SavedTensor behind one slot (`tensors[1]` indexes the list), read without unpacking;
     raises RuntimeError or IndexError when autograd has released a list."""
@@ -265,15 +272,14 @@ def weak_ref(t: torch.Tensor) -> int:
     return t.untyped_storage()._weak_ref()
 
 
-def storage_weak_ref(storage: torch.UntypedStorage) -> int:
-    """weak_ref for a storage already read (`t.untyped_storage()`): the same bare weak reference."""
-    require("storage_weak_ref", "knowing when a storage's memory is really gone")
-    return storage._weak_ref()
-
-
-def _absent(_ref: int) -> bool:
+def _absent(_ref: Any) -> Any:
     raise missing("storage_weak_ref", "knowing when a storage's memory is really gone")
 
+
+# storage_weak_ref(storage): weak_ref for a storage already read (`t.untyped_storage()`), the same
+# bare weak reference (the method itself where this torch has it: the build calls it per storage)
+storage_weak_ref: Callable[[torch.UntypedStorage], int] = (torch.UntypedStorage._weak_ref
+                                                         if CAPABILITIES["storage_weak_ref"] else _absent)
 
 weak_expired: Callable[[int], bool] = (torch.UntypedStorage._expired if CAPABILITIES["storage_weak_ref"]
                                        else _absent)  # weak_expired(ref): True once the memory is gone

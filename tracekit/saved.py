@@ -191,15 +191,18 @@ def saved_slots(node: Any) -> list[SavedSlot]:
 _LIVE, _GRAPH = Status.LIVE, HeldIn.GRAPH
 
 
-def saved_values(node: Any) -> list[tuple[Any, ...]]:
+def saved_values(node: Any, slots: tuple[tuple[str, str, str], ...] | None = None) -> list[tuple[Any, ...]]:
     """saved_slots(node) as plain tuples (slot, status, tensor, place, error, hook): what the build
-    reads, without an object per slot for the common case (a plain saved tensor)."""
-    if is_custom_function(node):
-        return [(s.slot, s.status, s.tensor, s.place, s.error, s.hook) for s in saved_slots(node)]
+    reads, without an object per slot for the common case (a plain saved tensor); `slots`: the
+    node type's tensor_attributes, when the caller has them (a built-in node's type)."""
+    if slots is None:
+        if is_custom_function(node):
+            return [(s.slot, s.status, s.tensor, s.place, s.error, s.hook) for s in saved_slots(node)]
+        slots = tensor_attributes(type(node))
     out: list[tuple[Any, ...]] = []
-    for name, raw_attr, value_attr in tensor_attributes(type(node)):  # self, other, result, ...
+    for name, raw_attr, value_attr in slots:  # self, other, result, ...
         raw = getattr(node, raw_attr)
-        if raw is not None and not isinstance(raw, (tuple, list)) and raw.unpack_hook is None:
+        if raw is not None and type(raw) is not tuple and type(raw) is not list and raw.unpack_hook is None:
             try:
                 value = getattr(node, value_attr)
             except RuntimeError:  # released or modified in place: _read_raw tells which

@@ -254,12 +254,18 @@ def _rule_label(trace: TraceData, node: Node, step_of: dict[int, int], chars: in
     rules = _node_rules(node) or ["reads no residual"]
     lines = []
     for rule in rules:
-        parts = textwrap.wrap(rule, chars, subsequent_indent="    ", break_on_hyphens=False,
-                              break_long_words=False) or [rule]
-        if len(parts) > RULE_LINES:  # PyTorch's long formulas: the table has the whole text
-            parts = [*parts[:RULE_LINES - 1], parts[RULE_LINES - 1].rstrip(",") + " …"]
-        lines += parts
+        lines += _wrapped_rule(rule, chars)
     return "\n".join([f"{step}{node.name}", *lines])
+
+
+@functools.lru_cache(maxsize=4096)
+def _wrapped_rule(rule: str, chars: int) -> tuple[str, ...]:
+    """A rule's formula as label lines of at most `chars` (a graph repeats few formulas many times)."""
+    parts = textwrap.wrap(rule, chars, subsequent_indent="    ", break_on_hyphens=False,
+                          break_long_words=False) or [rule]
+    if len(parts) > RULE_LINES:  # PyTorch's long formulas: the table has the whole text
+        parts = [*parts[:RULE_LINES - 1], parts[RULE_LINES - 1].rstrip(",") + " …"]
+    return tuple(parts)
 
 
 def _node_rules(node: Node) -> list[str]:
@@ -267,14 +273,22 @@ def _node_rules(node: Node) -> list[str]:
     inputs at once, once); the residuals' own rule texts for a node without a rule."""
     if not node.residuals:
         return []
-    table = rules.input_rules(node.name, len(node.needs)) if node.described else None
+    formulas = _formulas(node.name, node.needs) if node.described else None
+    return sorted({r.rule for r in node.residuals}) if formulas is None else list(formulas)
+
+
+@functools.lru_cache(maxsize=4096)
+def _formulas(name: str, needs: tuple[bool, ...]) -> tuple[str, ...] | None:
+    """`grad_x = ...` per formula of a described node type for the inputs that get a gradient
+    (None: the rule table has no entry for this many inputs)."""
+    table = rules.input_rules(name, len(needs))
     if table is None:
-        return sorted({r.rule for r in node.residuals})
-    wanted = [(name, f) for k, (name, f) in enumerate(table) if k >= len(node.needs) or node.needs[k]] or table
+        return None
+    wanted = [(slot, f) for k, (slot, f) in enumerate(table) if k >= len(needs) or needs[k]] or table
     by_formula: dict[str, list[str]] = {}
-    for name, formula in wanted:
-        by_formula.setdefault(formula, []).append(name)
-    return [rules.assignment([f"grad_{n}" for n in names], f) for f, names in by_formula.items()]
+    for slot, formula in wanted:
+        by_formula.setdefault(formula, []).append(slot)
+    return tuple(rules.assignment([f"grad_{n}" for n in slots], f) for f, slots in by_formula.items())
 
 
 def _estimate_lr_width_pt(trace: TraceData, plan: _Plan, step_of: dict[int, int]) -> float:
