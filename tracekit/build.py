@@ -393,9 +393,7 @@ _PLACE = ResidualColumns._fields.index("place")
 
 
 def _plain_attributes(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    if not attrs:
-        return ()
-    return tuple((k, v if type(v) in _ATOMS else _plain(v)) for k, v in attrs.items())
+    return _plain_values(tuple(attrs.items())) if attrs else ()
 
 
 def _plain_values(pairs: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:

@@ -144,13 +144,11 @@ def attribute_slots(kind: type) -> tuple[tuple[str, str], ...]:
 def saved_attributes(node: Any, slots: tuple[tuple[str, str], ...] | None = None) -> dict[str, Any]:
     """Every non-tensor value a built-in node saved, by slot name (sizes, dims, scalars); `slots`:
     its type's attribute_slots, when the caller has them."""
-    if not CAPABILITIES["saved_slots"]:
-        raise missing("saved_slots", "reading what an autograd node saved")
-    return {name: getattr(node, attr) for name, attr in slots or attribute_slots(type(node))} if slots != () else {}
+    return dict(saved_attribute_values(node, slots or attribute_slots(type(node)))) if slots != () else {}
 
 
 def saved_attribute_values(node: Any, slots: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Any], ...]:
-    """saved_attributes as (slot, value) pairs, for a built-in node type's attribute_slots (non-empty)."""
+    """saved_attributes as (slot, value) pairs, for a built-in node type's attribute_slots."""
     if not CAPABILITIES["saved_slots"]:
         raise missing("saved_slots", "reading what an autograd node saved")
     return tuple([(name, getattr(node, attr)) for name, attr in slots])
