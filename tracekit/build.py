@@ -15,10 +15,10 @@ import torch
 from . import keeper, rules
 from .errors import NoHistoryError, NotATensorError
 from .frames import Names
-from .internals import attribute_slots, custom_forward_name, saved_attribute_values, sequence_nr, tensor_attributes
+from .internals import SEQUENCE_NR, attribute_slots, custom_forward_name, saved_attribute_values, tensor_attributes
 from .internals import version as tensor_version
 from .keeper import gc_paused
-from .live import Live, forward_order, is_leaf_node, walk
+from .live import Live, forward_order, walk
 from .progress import Progress
 from .reader import Node, _Data
 from .rows import (
@@ -38,6 +38,7 @@ from .saved import (
     checkpoint_cache,
     checkpoint_kept,
     is_custom_function,
+    plain_saved,
     saved_values,
     slot_names,
 )
@@ -121,6 +122,8 @@ class _Builder:
         self.storage_index: dict[StorageKey, int] = {}
         self.storage_rows: list[tuple[Any, ...]] = []  # one tuple per storage (its residuals: a list while building)
         self.weaks: list[int] = []  # one weak reference per storage
+        self.members: list[list[int]] = []  # per storage: its residuals (the storage row's list)
+        self.shapes: dict[tuple[int, ...], tuple[int, ...]] = {}  # each shape seen, as one plain tuple
         self.res: list[tuple[Any, ...]] = []  # one plain tuple per residual: the columns are these, transposed
         self.position: dict[Any, int] = {}
         self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
@@ -138,13 +141,14 @@ class _Builder:
         # leaves that get gradients: a residual in their storage is theirs (e.g. W.t())
         keys = self.parameter_keys
         for n in everything:
-            if is_leaf_node(n):
+            if hasattr(n, "variable"):  # is_leaf_node(n)
                 var = n.variable
                 key = storage_key(var)
                 keys[key] = self.leaf_label(n, var, key)
         self.inputs = {**self.position, **self.label_of}  # graph node -> its index, leaf node -> its label
         nexts = [g.next_functions for g in graph_nodes]
-        owners = _owners(graph_nodes, nexts, self.position, self.sources) if self.sources is not None else None
+        seq = list(map(SEQUENCE_NR, graph_nodes))  # each node's sequence number, read once
+        owners = _owners(seq, nexts, self.position, self.sources) if self.sources is not None else None
         sources = [self.sources[o] if o >= 0 else (None, None) for o in owners] if owners is not None else None
         modules = self.modules
         bar = Progress(len(graph_nodes), "tracing nodes", progress)
@@ -170,7 +174,7 @@ class _Builder:
             self.sources is not None, tuple(self.mutations), self.backend, self.cache(graph_nodes))
         if self.backend is not None:
             record = _with_notes(record, self.backend)
-        seqs = {sequence_nr(g): i for i, g in enumerate(graph_nodes)}
+        seqs = dict(zip(seq, range(n)))
         live = Live(self.outputs, seqs if len(seqs) == n else None, self.kept)
         return Trace(record, live, weaks=tuple(self.weaks))
 
@@ -227,9 +231,14 @@ class _Builder:
             attrs = _plain_values(saved_attribute_values(gnode, attribute_slots)) if attribute_slots else ()
         first = len(self.res)
         recomputed = False
-        for saved in saved_values(gnode, tensor_slots):
-            self.residual(i, gnode, saved, by_slot, rule_of, name)
-            recomputed = recomputed or saved[3] is _RECOMPUTED
+        plain = plain_saved(gnode, tensor_slots) if tensor_slots is not None else None
+        if plain is not None:  # the common case: every saved tensor held by the graph itself
+            for slot, t in plain:
+                self.held(i, gnode, slot, t, rule_of[slot], name)
+        else:
+            for saved in saved_values(gnode, tensor_slots):
+                self.residual(i, gnode, saved, by_slot, rule_of, name)
+                recomputed = recomputed or saved[3] is _RECOMPUTED
         if recomputed:  # the first node of a checkpointed region: what the checkpoint keeps for it
             for kept in checkpoint_kept(gnode, self.frames):
                 self.residual(i, gnode, (kept.slot, kept.status, kept.tensor, kept.place, kept.error, kept.hook),
@@ -272,7 +281,7 @@ class _Builder:
             storage = self.storage_index.get(key)
             if storage is None:
                 storage = self.new_storage(key, t, device, storage_object, producer)
-            self.storage_rows[storage][3].append(len(res))
+            self.members[storage].append(len(res))
         saved_version, modified_by = None, ()
         if status is _MODIFIED:
             version, saved_version, modified_by = self.modification(error or "", key, version)
@@ -282,6 +291,41 @@ class _Builder:
         res.append((node, slot, tuple(t.shape), _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device,
                     numel * t.element_size(), storage, role, rule, from_node, from_name, place, status, version,
                     error, saved_version, preview, modified_by, made, hook))
+
+    def held(self, node: int, gnode: Any, slot: str, t: torch.Tensor, rule: str, name: str) -> None:
+        """residual() for a value the graph holds itself, readable (live, no hook): a real strided
+        tensor's row made with each getter read once; anything else through residual()."""
+        kind = type(t)
+        if not ((kind is _TENSOR or kind is _PARAMETER_TYPE) and t.layout == _STRIDED and not t.is_meta):
+            self.residual(node, gnode, (slot, _LIVE, t, _GRAPH, None, None), None, {slot: rule}, name)
+            return
+        device = "cpu" if t.is_cpu else device_text(t.device)
+        storage_object = t.untyped_storage()
+        key = (device, storage_object.data_ptr())
+        producer = t.grad_fn
+        version = tensor_version(t)
+        at = self.position.get(producer) if producer is not None and producer is not gnode else None
+        if producer is gnode:
+            role, from_node, from_name = f"output of #{node} {name} (this node)", node, None
+            made = _OUTPUT if key in self.output_keys else _INTERMEDIATE
+        elif at is not None and at < node and not slot.startswith("result"):
+            role, from_node, from_name = f"output of #{at} {self.node_names[at]}", at, None
+            made = _OUTPUT if key in self.output_keys else _INTERMEDIATE
+        else:
+            role, from_node, from_name, made = self.role(slot, t, gnode, key, producer, version, name)
+        res = self.res
+        storage = self.storage_index.get(key)
+        if storage is None:
+            storage = self.new_storage(key, t, device, storage_object, producer)
+        self.members[storage].append(len(res))
+        numel, dtype, size = t.numel(), t.dtype, t.shape
+        shape = self.shapes.get(size)  # one tuple per distinct shape (fewer objects for the collector)
+        if shape is None:
+            shape = tuple(size)
+            self.shapes[shape] = shape
+        res.append((node, slot, shape, _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device, numel * t.element_size(),
+                    storage, role, rule, from_node, from_name, _GRAPH, _LIVE, version, None, None,
+                    _values_text(t) if numel <= 4 else None, (), made, None))
 
     def new_storage(self, key: StorageKey, t: torch.Tensor, device: str | None, storage_object: Any,
                     producer: Any) -> int:
@@ -298,7 +342,9 @@ class _Builder:
         if storage_object is None:
             storage_object = t.untyped_storage()
         index = self.storage_index[key] = len(self.storage_rows)
-        self.storage_rows.append((key, storage_object.nbytes(), device or device_text(t.device), [],
+        members: list[int] = []
+        self.members.append(members)
+        self.storage_rows.append((key, storage_object.nbytes(), device or device_text(t.device), members,
                                   (var,) if var else (), bool(is_param), key in self.output_keys, leaf_role))
         self.weaks.append(storage_weak_ref(storage_object))
         return index
@@ -343,16 +389,15 @@ class _Builder:
         return "constant (no grad)", None, None, _CONSTANT
 
 
-def _owners(graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]], position: dict[Any, int],
+def _owners(seq: list[int], nexts: list[tuple[tuple[Any, int], ...]], position: dict[Any, int],
             sources: Sources) -> list[int]:
     """The call each node belongs to (its output node's sequence number, -1: none seen), in forward
-    order; it gives the node its source line, call and module. The recorder saw each call's output
-    nodes; a node a call made on the way (e.g. the `t` inside `linear`) gets the source of the
-    first call, in forward order, whose outputs lead to it through nodes no earlier call made:
-    consumers run later, so one pass from the last node back settles every node."""
-    n = len(graph_nodes)
+    order (`seq`: the nodes' sequence numbers); it gives the node its source line, call and module.
+    The recorder saw each call's output nodes; a node a call made on the way (e.g. the `t` inside
+    `linear`) gets the source of the first call, in forward order, whose outputs lead to it through
+    nodes no earlier call made: consumers run later, so one pass from the last node back settles every node."""
+    n = len(seq)
     owner = [-1] * n  # the sequence number of the call output a node belongs to (-1: none seen)
-    seq = [sequence_nr(g) for g in graph_nodes]
     for i in range(n - 1, -1, -1):
         mine = seq[i] if seq[i] in sources else owner[i]
         if mine < 0:
@@ -417,7 +462,7 @@ def _leaf_role(t: torch.Tensor, named_parameter: bool) -> Role:
 # enum members as module names: a hot loop reads them without the enum class's attribute lookup
 _OUTPUT, _INTERMEDIATE, _CONSTANT, _PARAMETER, _INPUT = (Role.OUTPUT, Role.INTERMEDIATE, Role.CONSTANT, Role.PARAMETER,
                                                          Role.INPUT)
-_MODIFIED, _RECOMPUTED = Status.MODIFIED, HeldIn.RECOMPUTED
+_MODIFIED, _RECOMPUTED, _LIVE, _GRAPH = Status.MODIFIED, HeldIn.RECOMPUTED, Status.LIVE, HeldIn.GRAPH
 _STRIDED, _TENSOR, _PARAMETER_TYPE = torch.strided, torch.Tensor, torch.nn.Parameter
 _ALL_NEEDED = tuple((True,) * n for n in range(8))  # `needs` of a node whose every input gets a gradient
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute

@@ -15,7 +15,7 @@ from torch.overrides import TorchFunctionMode
 from .build import Modules, Sources, build_trace
 from .errors import NestedCaptureError
 from .frames import SKIPPED, Names, caller_names, is_skipped, module_paths, name_module, where
-from .internals import compiled_original, module_call_code, module_wrapper_code, sequence_nr, version
+from .internals import SEQUENCE_NR, compiled_original, module_call_code, module_wrapper_code, version
 from .keeper import gc_paused
 from .rows import Mutation
 from .storage import storage_key
@@ -64,7 +64,7 @@ class _Recorder(TorchFunctionMode):
             user, module = self.modules.locate()
             line = where(user)
             for root in roots:  # nodes the call made on the way to its outputs get their source in build.py
-                seq = sequence_nr(root)
+                seq = SEQUENCE_NR(root)
                 self.sources.setdefault(seq, (line, call))
                 if module is not None:
                     self.modules.of.setdefault(seq, module)

@@ -34,6 +34,7 @@ Capabilities (`CAPABILITIES` says which this torch has):
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -218,6 +219,9 @@ def backward_outputs(tb: Any) -> list[torch.Tensor]:
 def sequence_nr(node: Any) -> int:
     """A node's sequence number: autograd's forward order (and the engine's priority)."""
     return node._sequence_nr()
+
+
+SEQUENCE_NR: Callable[[Any], int] = operator.methodcaller("_sequence_nr")  # sequence_nr, as a key for hot loops
 
 
 def version(t: torch.Tensor) -> int:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import GraphReleasedError, NotObservableError
-from .internals import sequence_nr
+from .internals import SEQUENCE_NR
 
 if TYPE_CHECKING:
     import torch
@@ -48,7 +48,7 @@ def walk(roots: list[Any]) -> list[Any]:
 
 def forward_order(everything: list[Any]) -> list[Any]:
     """The graph's op nodes (no leaves) in forward order: by sequence number."""
-    return sorted((n for n in everything if not is_leaf_node(n)), key=sequence_nr)
+    return sorted([n for n in everything if not hasattr(n, "variable")], key=SEQUENCE_NR)  # not is_leaf_node(n)
 
 
 class Live:
@@ -86,19 +86,15 @@ class Live:
     def op_nodes(self, record: Record) -> tuple[list[Any], Callable[[Any], int | None]]:
         """The graph's op nodes (in no particular order) and the function from a node to its index
         in the record, walked again from the outputs (NotObservableError if the graph changed)."""
-        nodes = [n for n in walk([t.grad_fn for t in self.tensors()]) if not is_leaf_node(n)]
+        nodes = [n for n in walk([t.grad_fn for t in self.tensors()]) if not hasattr(n, "variable")]  # op nodes
         index_by_seq = self.index_by_seq
         if index_by_seq is None or len(index_by_seq) != len(nodes):  # no map (or one seq twice): forward order
             ordered = self.graph_nodes(record)
             position = {g: i for i, g in enumerate(ordered)}
             return ordered, position.get
-        names = record.node_columns.name
-        get = index_by_seq.get
-        if len(nodes) != len(names) or any(get(sequence_nr(g)) is None for g in nodes):
+        # each node's row, found by its sequence number once (the engine hands back the same node objects)
+        position = dict(zip(nodes, map(index_by_seq.get, map(SEQUENCE_NR, nodes))))
+        if len(nodes) != record.n_nodes or None in position.values():
             raise NotObservableError(
                 "the graph behind the traced outputs changed since it was traced: trace it again.")
-
-        def index_of(g: Any) -> int | None:
-            return get(sequence_nr(g))
-
-        return nodes, index_of
+        return nodes, position.get

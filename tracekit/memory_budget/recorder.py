@@ -18,9 +18,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .. import keeper
-from ..build import is_leaf_node, walk
 from ..frames import forget_snapshot
 from ..internals import StorageRef, TorchDispatchMode, sequence_nr, storage_identity
+from ..live import is_leaf_node, walk
 from ..memory import AllocationStream, Measurement
 from ..rows import Status
 from ..saved import released, saved_slots
