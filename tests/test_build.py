@@ -60,3 +60,27 @@ def test_user_names_for_module_parameters_match_named_parameters() -> None:
     tr = tk.trace(y)
     # `shared` is a local too, named first: its parameters keep that name
     assert tr.leaves.keys() >= {"shared.weight", "shared.bias", "net.1.weight", "inner.1.weight", "net.scale"}
+
+
+def test_without_the_sequence_counter_the_nodes_on_the_way_still_get_their_calls_line(monkeypatch) -> None:
+    """Where torch cannot say which sequence numbers a call took, capture reads the outputs' nodes and
+    the nodes made on the way take their consumer's call: the same lines as with the counter."""
+    import importlib
+
+    capture_module = importlib.import_module("tracekit.capture")
+
+    def lines() -> dict[str, tuple[str | None, str | None]]:
+        lin = torch.nn.Linear(3, 2)
+        a = torch.randn(5, requires_grad=True)
+        pre = a.sin()  # made outside the capture block
+        with tk.capture() as cap:
+            y = lin(torch.randn(4, 3)).sum() * pre.exp().sum()
+        return {n.name: (n.source, n.call) for n in cap.trace(y).nodes}
+
+    with_counter = lines()
+    monkeypatch.setattr(capture_module, "_NEXT_SEQUENCE_NR", None)
+    without = lines()
+    assert without == with_counter
+    assert with_counter["TBackward0"] == with_counter["AddmmBackward0"] and with_counter["TBackward0"][1] == "linear"
+    assert with_counter["MulBackward0"][1] == "mul" and with_counter["ExpBackward0"][1] == "exp"
+    assert with_counter["SinBackward0"] == with_counter["ExpBackward0"]  # the first call that uses it

@@ -46,8 +46,10 @@ from .storage import StorageKey, device_text, has_data, storage_key, storage_nby
 from .trace import Trace
 from .without_data import backend_of_outputs, note_for
 
-Sources = dict[int, tuple[str | None, str]]  # a node's sequence number -> (source line, call name)
-Modules = dict[int, str]  # a node's sequence number -> the module whose forward made it (its label)
+# a call seen under capture: its first sequence number -> (the number after its last, source line, call
+# name); every node whose sequence number is in [first, after) was made by that call
+Sources = dict[int, tuple[int, str | None, str]]
+Modules = dict[int, str]  # a call's first sequence number -> the module whose forward made it (its label)
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 
 
@@ -148,8 +150,9 @@ class _Builder:
         self.inputs = {**self.position, **self.label_of}  # graph node -> its index, leaf node -> its label
         nexts = [g.next_functions for g in graph_nodes]
         seq = list(map(SEQUENCE_NR, graph_nodes))  # each node's sequence number, read once
-        owners = _owners(seq, nexts, self.position, self.sources) if self.sources is not None else None
-        sources = [self.sources[o] if o >= 0 else (None, None) for o in owners] if owners is not None else None
+        owners = _owners(seq, self.sources, nexts, self.position) if self.sources is not None else None
+        lines = {first: (line, call) for first, (_, line, call) in self.sources.items()} if self.sources else {}
+        sources = [lines[o] if o >= 0 else (None, None) for o in owners] if owners is not None else None
         modules = self.modules
         bar = Progress(len(graph_nodes), "tracing nodes", progress)
         nodes: list[tuple[Any, ...]] = []  # one plain tuple per node (no module yet): transposed below
@@ -389,23 +392,32 @@ class _Builder:
         return "constant (no grad)", None, None, _CONSTANT
 
 
-def _owners(seq: list[int], nexts: list[tuple[tuple[Any, int], ...]], position: dict[Any, int],
-            sources: Sources) -> list[int]:
-    """The call each node belongs to (its output node's sequence number, -1: none seen), in forward
-    order (`seq`: the nodes' sequence numbers); it gives the node its source line, call and module.
-    The recorder saw each call's output nodes; a node a call made on the way (e.g. the `t` inside
-    `linear`) gets the source of the first call, in forward order, whose outputs lead to it through
-    nodes no earlier call made: consumers run later, so one pass from the last node back settles every node."""
-    n = len(seq)
-    owner = [-1] * n  # the sequence number of the call output a node belongs to (-1: none seen)
-    for i in range(n - 1, -1, -1):
-        mine = seq[i] if seq[i] in sources else owner[i]
+def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int], ...]],
+            position: dict[Any, int]) -> list[int]:
+    """The call each node belongs to (its first sequence number, -1: none seen), in forward order
+    (`seq`: the nodes' sequence numbers, ascending); it gives the node its source line, call and
+    module. A node belongs to the call whose range of numbers holds its own (the call made it); a node
+    no call made (before capture began, or where this torch cannot say which numbers a call took)
+    to the first call, in forward order, that leads to it through such nodes: consumers run later,
+    so one pass from the last node back settles them."""
+    firsts = sorted(sources)
+    owner = [-1] * len(seq)
+    k, m = -1, len(firsts)
+    for i, s in enumerate(seq):
+        while k + 1 < m and firsts[k + 1] <= s:
+            k += 1
+        if k >= 0 and s < sources[firsts[k]][0]:
+            owner[i] = firsts[k]
+    if -1 not in owner:
+        return owner
+    made = [o >= 0 for o in owner]
+    for i in range(len(seq) - 1, -1, -1):
+        mine = owner[i]
         if mine < 0:
             continue
-        owner[i] = mine
         for child, _ in nexts[i]:
             j = position.get(child) if child is not None else None
-            if j is not None and seq[j] not in sources and (owner[j] < 0 or mine < owner[j]):
+            if j is not None and not made[j] and (owner[j] < 0 or mine < owner[j]):
                 owner[j] = mine
     return owner
 

@@ -15,7 +15,7 @@ from torch.overrides import TorchFunctionMode
 from .build import Modules, Sources, build_trace
 from .errors import NestedCaptureError
 from .frames import SKIPPED, Names, caller_names, is_skipped, module_paths, name_module, where
-from .internals import SEQUENCE_NR, compiled_original, module_call_code, module_wrapper_code, version
+from .internals import NEXT_SEQUENCE_NR, SEQUENCE_NR, compiled_original, module_call_code, module_wrapper_code, version
 from .keeper import gc_paused
 from .rows import Mutation
 from .storage import storage_key
@@ -23,6 +23,7 @@ from .trace import Trace
 
 _active = threading.local()
 _compiling = torch.compiler.is_compiling
+_NEXT_SEQUENCE_NR = NEXT_SEQUENCE_NR
 _INPLACE: dict[str, bool] = {}  # call name -> whether it writes into its first argument
 BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 OnBackward = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (func, args, kwargs) -> its result
@@ -49,28 +50,36 @@ class _Recorder(TorchFunctionMode):
             return func(*args, **(kwargs or {}))  # the region compiles as it does without capture
         if self.on_backward is not None and func in BACKWARDS:
             return self.on_backward(func, args, kwargs or {})
-        result = func(*args, **(kwargs or {}))
-        call = getattr(func, "__name__", None) or str(func)
-        if isinstance(result, torch.Tensor):  # the common case, without building lists
-            fn = result.grad_fn
-            roots = (fn,) if fn is not None else ()
+        counter = _NEXT_SEQUENCE_NR
+        if counter is not None:  # the nodes the call makes: the sequence numbers it takes (no grad_fn read)
+            start = counter()
+            result = func(*args, **(kwargs or {}))
+            end = counter()
         else:
-            roots = tuple(t.grad_fn for t in _tensors_in(result) if t.grad_fn is not None)
+            result = func(*args, **(kwargs or {}))
+            start, end = _nodes_of(result)
+        call = getattr(func, "__name__", None) or str(func)
         inplace = _INPLACE.get(call)
         if inplace is None:
             inplace = _INPLACE[call] = _is_inplace(call)
         mutated = args[0] if inplace and args and isinstance(args[0], torch.Tensor) else None
-        if roots or mutated is not None:
+        if end > start or mutated is not None:
             user, module = self.modules.locate()
             line = where(user)
-            for root in roots:  # nodes the call made on the way to its outputs get their source in build.py
-                seq = SEQUENCE_NR(root)
-                self.sources.setdefault(seq, (line, call))
+            if end > start and start not in self.sources:
+                self.sources[start] = (end, line, call)  # every node it made gets its line in build.py
                 if module is not None:
-                    self.modules.of.setdefault(seq, module)
+                    self.modules.of[start] = module
             if mutated is not None and mutated.layout == torch.strided:
                 self.mutations.append(Mutation(call, line, storage_key(mutated), version(mutated)))
         return result
+
+
+def _nodes_of(result: Any) -> tuple[int, int]:
+    """The sequence numbers of the nodes behind a call's outputs, as a range (where this torch cannot
+    say which numbers a call took: the nodes it made on the way to its outputs get no line)."""
+    seqs = [SEQUENCE_NR(t.grad_fn) for t in _tensors_in(result) if t.grad_fn is not None]
+    return (min(seqs), max(seqs) + 1) if seqs else (0, 0)
 
 
 def _tensors_in(value: Any) -> list[torch.Tensor]:
@@ -86,12 +95,13 @@ class _ModulePath:
     `nn.Module._call_impl` between a torch call and where recording started (no global module
     hook, so a compiled model runs as it does without capture). `of`: a call's output node
     (sequence number) -> (the innermost module, the outermost one), as indexes into `modules`
-    (the module objects, kept until the trace is built); labels are resolved at build."""
+    (the module objects, kept until the trace is built), by the call's first sequence number;
+    labels are resolved at build."""
 
     def __init__(self) -> None:
         self.modules: list[torch.nn.Module] = []
         self.index: dict[torch.nn.Module, int] = {}
-        self.of: dict[int, tuple[int, int]] = {}
+        self.of: dict[int, tuple[int, int]] = {}  # a call's first sequence number -> its modules
         self.top: Any = None  # the frame recording started in: module calls lie below it
         self.outer: Any = None  # the outermost module call's frame at the last torch call (until the next)
         self.outer_k = -1  # and its module

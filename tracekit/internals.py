@@ -6,6 +6,9 @@ Capabilities (`CAPABILITIES` says which this torch has):
 - `saved_slots`: a node's saved values as `_saved_<slot>` / `_raw_saved_<slot>` (SavedTensor);
   custom Functions' `_raw_saved_tensors` and `_forward_cls`. No public fallback.
 - `sequence_nr`: a node's `_sequence_nr()` (forward order). No public fallback.
+- `sequence_counter`: `torch._C._autograd._get_sequence_nr()`, the number the next node made on this
+  thread will get (capture learns which nodes a call made without reading its outputs' grad_fn);
+  degrades to reading the outputs' nodes.
 - `current_node`: `torch._C._current_autograd_node()` and the shared hook dict
   (`_register_hook_dict`, `_backward_hooks`): one Python hook for a whole backward. Fallback:
   one public `register_prehook` per node.
@@ -62,11 +65,19 @@ def _node() -> Any:
     return torch.ones(1, requires_grad=True).exp().grad_fn
 
 
+def _counts_nodes(counter: Callable[[], int]) -> bool:
+    """Whether `counter()` is the sequence number the next node made on this thread gets."""
+    before = counter()
+    node = _node()
+    return node._sequence_nr() == before and counter() == before + 1
+
+
 ENGINE_FRAME = "_engine_run_backward"  # torch.autograd.graph's function that calls the C++ engine
 
 CAPABILITIES: dict[str, bool] = {
     "saved_slots": _probe(_probe_saved_slots),
     "sequence_nr": _probe(lambda: isinstance(_node()._sequence_nr(), int)),
+    "sequence_counter": _probe(lambda: _counts_nodes(torch._C._autograd._get_sequence_nr)),
     "current_node": _probe(lambda: callable(torch._C._current_autograd_node)
                            and hasattr(_node(), "_register_hook_dict")),
     "storage_weak_ref": _probe(lambda: all(hasattr(torch.UntypedStorage, a)
@@ -222,6 +233,9 @@ def sequence_nr(node: Any) -> int:
 
 
 SEQUENCE_NR: Callable[[Any], int] = operator.methodcaller("_sequence_nr")  # sequence_nr, as a key for hot loops
+# the sequence number the next node made on this thread will get (None where this torch lacks it)
+NEXT_SEQUENCE_NR: Callable[[], int] | None = (torch._C._autograd._get_sequence_nr
+                                              if CAPABILITIES["sequence_counter"] else None)
 
 
 def version(t: torch.Tensor) -> int:
