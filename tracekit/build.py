@@ -133,10 +133,11 @@ class _Builder:
         self.kept: tuple[bool, ...] = ()  # per output: held strongly by the trace (a temporary)
         self.frames: list[Any] = []  # checkpointed regions whose kept inputs are rows already
         self.inputs: dict[Any, int | str] = {}  # a node's input: graph node -> its index, leaf node -> its label
-        self.node_names: list[str] = []  # the name of each node made so far, in forward order
+        self.rows: list[tuple[Any, ...]] = []  # one plain tuple per node made so far (its name first)
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
-        everything = walk(roots)
+        edges: dict[Any, tuple[tuple[Any, int], ...]] = {}
+        everything = walk(roots, edges)
         graph_nodes = forward_order(everything)
         keeper.keep(graph_nodes)
         self.position = {n: i for i, n in enumerate(graph_nodes)}
@@ -148,19 +149,22 @@ class _Builder:
                 key = storage_key(var)
                 keys[key] = self.leaf_label(n, var, key)
         self.inputs = {**self.position, **self.label_of}  # graph node -> its index, leaf node -> its label
-        nexts = [g.next_functions for g in graph_nodes]
+        nexts = list(map(edges.__getitem__, graph_nodes))
+        del edges
         seq = list(map(SEQUENCE_NR, graph_nodes))  # each node's sequence number, read once
         owners = _owners(seq, self.sources, nexts, self.position) if self.sources is not None else None
         lines = {first: (line, call) for first, (_, line, call) in self.sources.items()} if self.sources else {}
         sources = [lines[o] if o >= 0 else (None, None) for o in owners] if owners is not None else None
         modules = self.modules
-        bar = Progress(len(graph_nodes), "tracing nodes", progress)
-        nodes: list[tuple[Any, ...]] = []  # one plain tuple per node (no module yet): transposed below
-        for i, gnode in enumerate(graph_nodes):
-            bar.update(i)
-            self.node(nodes, gnode, i, nexts[i], sources[i] if sources else (None, None))
-        bar.close()
         n = len(graph_nodes)
+        bar = Progress(n, "tracing nodes", progress)
+        nodes = self.rows  # one plain tuple per node (no module yet): transposed below
+        node, step, unknown = self.node, max(1, n // 100), (None, None)
+        for start in range(0, n, step):  # the bar told once per 1 % of the nodes
+            bar.update(start)
+            for i in range(start, min(start + step, n)):
+                node(nodes, graph_nodes[i], i, nexts[i], sources[i] if sources else unknown)
+        bar.close()
         node_columns = [*zip(*nodes)] if nodes else [() for _ in NodeColumns._fields[:-1]]
         node_columns.append(tuple(modules.get(o) for o in owners) if owners is not None and modules else (None,) * n)
         output_names = [self.names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
@@ -214,14 +218,12 @@ class _Builder:
         """One forward op with its residuals, appended as plain tuples (`nexts`: its next_functions;
         `source`: line and call)."""
         where, call = source
-        kids = [n for n, _ in nexts]
         lookup = self.inputs
-        if None in kids:
-            inputs = tuple([lookup[n] for n in kids if n is not None])
-            needs = tuple([n is not None for n in kids])
-        else:
-            inputs = tuple(map(lookup.__getitem__, kids))
-            needs = _ALL_NEEDED[len(kids)] if len(kids) < len(_ALL_NEEDED) else (True,) * len(kids)
+        inputs = tuple([lookup[n] for n, _ in nexts if n is not None])
+        if len(inputs) == len(nexts):  # every input gets a gradient
+            needs = _ALL_NEEDED[len(nexts)] if len(nexts) < len(_ALL_NEEDED) else (True,) * len(nexts)
+        else:  # an input that gets no gradient (None): not an input, and `needs` says so
+            needs = tuple([n is not None for n, _ in nexts])
         kind = type(gnode)
         info = _TYPES.get((kind, len(nexts)))
         if info is None:
@@ -248,7 +250,6 @@ class _Builder:
                               None, _CHECKPOINT_RULES)
         rows.append((name, op, where, call, inputs, first, len(self.res) - first, attrs, by_slot is not None, needs,
                      None))
-        self.node_names.append(name)
 
     def residual(self, node: int, gnode: Any, saved: tuple[Any, ...], by_slot: dict[str, str] | None,
                  rule_of: dict[str, str], name: str | None = None) -> None:
@@ -307,12 +308,12 @@ class _Builder:
         key = (device, storage_object.data_ptr())
         producer = t.grad_fn
         version = tensor_version(t)
-        at = self.position.get(producer) if producer is not None and producer is not gnode else None
         if producer is gnode:
             role, from_node, from_name = f"output of #{node} {name} (this node)", node, None
             made = _OUTPUT if key in self.output_keys else _INTERMEDIATE
-        elif at is not None and at < node and not slot.startswith("result"):
-            role, from_node, from_name = f"output of #{at} {self.node_names[at]}", at, None
+        elif (producer is not None and (at := self.position.get(producer)) is not None and at < node
+              and not slot.startswith("result")):
+            role, from_node, from_name = f"output of #{at} {self.rows[at][0]}", at, None
             made = _OUTPUT if key in self.output_keys else _INTERMEDIATE
         else:
             role, from_node, from_name, made = self.role(slot, t, gnode, key, producer, version, name)
@@ -336,12 +337,15 @@ class _Builder:
         caller already read of `t`, its storage and grad_fn)."""
         leaf_label = self.parameter_keys.get(key)
         named = self.names.get(key)
-        var, is_param = named if named is not None else (leaf_label, leaf_label is not None)
-        grad_leaf = producer is None and t.requires_grad  # t.is_leaf is `grad_fn is None`
-        is_param = is_param or leaf_label is not None or grad_leaf
-        leaf_role = self.leaf_roles.get(leaf_label) if leaf_label is not None else None
-        if leaf_role is None and grad_leaf:
-            leaf_role = _leaf_role(t, is_param)
+        if producer is not None and leaf_label is None and named is None:  # an op's output nobody named
+            var, is_param, leaf_role = None, False, None
+        else:
+            var, is_param = named if named is not None else (leaf_label, leaf_label is not None)
+            grad_leaf = producer is None and t.requires_grad  # t.is_leaf is `grad_fn is None`
+            is_param = is_param or leaf_label is not None or grad_leaf
+            leaf_role = self.leaf_roles.get(leaf_label) if leaf_label is not None else None
+            if leaf_role is None and grad_leaf:
+                leaf_role = _leaf_role(t, is_param)
         if storage_object is None:
             storage_object = t.untyped_storage()
         index = self.storage_index[key] = len(self.storage_rows)
@@ -377,8 +381,8 @@ class _Builder:
             return f"output of #{at} {name or gnode.name()} (this node)", at, None, made
         if producer is not None:
             if at is not None:
-                names = self.node_names
-                return f"output of #{at} {names[at] if at < len(names) else producer.name()}", at, None, made
+                rows = self.rows
+                return f"output of #{at} {rows[at][0] if at < len(rows) else producer.name()}", at, None, made
             return "intermediate (made outside the traced graph)", None, None, _INTERMEDIATE
         var, is_param = self.names.get(key, (None, False)) if key is not None else (None, False)
         if t.requires_grad or is_param or _is_parameter(t):
@@ -395,19 +399,19 @@ class _Builder:
 def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int], ...]],
             position: dict[Any, int]) -> list[int]:
     """The call each node belongs to (its first sequence number, -1: none seen), in forward order
-    (`seq`: the nodes' sequence numbers, ascending); it gives the node its source line, call and
-    module. A node belongs to the call whose range of numbers holds its own (the call made it); a node
-    no call made (before capture began, or where this torch cannot say which numbers a call took)
-    to the first call, in forward order, that leads to it through such nodes: consumers run later,
-    so one pass from the last node back settles them."""
-    firsts = sorted(sources)
-    owner = [-1] * len(seq)
-    k, m = -1, len(firsts)
-    for i, s in enumerate(seq):
-        while k + 1 < m and firsts[k + 1] <= s:
-            k += 1
-        if k >= 0 and s < sources[firsts[k]][0]:
-            owner[i] = firsts[k]
+    (`seq`: the nodes' sequence numbers); it gives the node its source line, call and module. A
+    node belongs to the call whose range of numbers holds its own (the call made it); a node no call
+    made (before capture began, or where this torch cannot say which numbers a call took) to the
+    first call, in forward order, that leads to it through such nodes: consumers run later, so one
+    pass from the last node back settles them."""
+    made_by: dict[int, int] = {}  # sequence number -> the first number of the call that took it
+    for first, (after, _, _) in reversed(sources.items()):  # the earliest call wins where ranges overlap
+        if after == first + 1:
+            made_by[first] = first
+        else:
+            made_by.update(dict.fromkeys(range(first, after), first))
+    get = made_by.get
+    owner = [get(s, -1) for s in seq]
     if -1 not in owner:
         return owner
     made = [o >= 0 for o in owner]

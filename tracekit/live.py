@@ -28,8 +28,9 @@ def is_leaf_node(node: Any) -> bool:
     return hasattr(node, "variable")
 
 
-def walk(roots: list[Any]) -> list[Any]:
-    """Every backward node reachable from roots (iterative: any depth), depth first."""
+def walk(roots: list[Any], edges: dict[Any, tuple[tuple[Any, int], ...]] | None = None) -> list[Any]:
+    """Every backward node reachable from roots (iterative: any depth), depth first; `edges`, when
+    given, gets each node's next_functions (read once here: each read makes a new tuple)."""
     seen: set[Any] = set()
     order: list[Any] = []
     todo = list(roots)
@@ -40,7 +41,10 @@ def walk(roots: list[Any]) -> list[Any]:
             continue
         add(node)
         keep(node)
-        for n, _ in node.next_functions:
+        nexts = node.next_functions
+        if edges is not None:
+            edges[node] = nexts
+        for n, _ in nexts:
             if n is not None and n not in seen:
                 push(n)
     return order

@@ -144,9 +144,31 @@ class Observer:
                 if self.freed[last] is _NONE:
                     self.freed[last] = []
                 self.freed[last].append(s)
-        lifetime, n = self.lifetime, len(self.released_at)
-        return Lifetimes(OBSERVED, tuple(self.order), lambda: tuple(lifetime(i) for i in range(n)),
-                         tuple(map(tuple, self.released)), tuple(map(tuple, self.freed)), self.keep, self.error)
+        self.live = {}  # what backward no longer needs: plain tuples from here on (no list for the collector)
+        self.unreleased, self.pending = {}, []
+        released = tuple([r if r is _NONE else tuple(r) for r in self.released])
+        freed = tuple([f if f is _NONE else tuple(f) for f in self.freed])
+        self.released, self.freed = released, freed  # type: ignore[assignment]
+        made = _Lifetimes(self.record, tuple(self.released_at), tuple(self.freed_at), self.held_by)
+        return Lifetimes(OBSERVED, tuple(self.order), made, released, freed, self.keep, self.error)
+
+
+class _Lifetimes:
+    """The observed Lifetime of every residual, made when first read from the step each was released
+    and its storage freed at (the observer's lists, kept as tuples: the observer itself is let go)."""
+
+    __slots__ = ("record", "released_at", "freed_at", "held_by")
+
+    def __init__(self, record: Any, released_at: tuple[int | None, ...], freed_at: tuple[int | None, ...],
+                 held_by: dict[int, str]) -> None:
+        self.record, self.released_at, self.freed_at, self.held_by = record, released_at, freed_at, held_by
+
+    def __call__(self) -> tuple[Lifetime, ...]:
+        storage = self.record.residual_columns.storage
+        freed_at, held_by, record = self.freed_at, self.held_by, self.record
+        return tuple([Lifetime(OBSERVED, released, freed_at[k] if k is not None else None,
+                               held_by.get(k) if k is not None else None, fixed_note(record, i))
+                      for i, (released, k) in enumerate(zip(self.released_at, storage))])
 
 
 def observe_backward(
