@@ -11,6 +11,7 @@ storages died since."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -48,26 +49,29 @@ class Observer:
         self.freed_at: list[int | None] = [None] * record.n_storages
         self.held_by: dict[int, str] = {}  # storage index -> who holds it after backward
         self.error: str | None = None
-        self.live: dict[int, list[int]] = {}  # node index -> residuals not yet released
         self.unreleased: dict[int, int] = {}  # storage -> its residuals autograd still holds
         self.pending: list[int] = []  # storages let go of by the graph, not yet freed
         self.last: int | None = None  # the node index of the step recorded last
         self.last_node: Any = None  # and its graph node
+        nodes, res = record.node_columns, record.residual_columns
+        self.first, self.count, self.slot, self.storage = nodes.first, nodes.count, res.slot, res.storage
+        st = record.storage_columns
+        # a storage the graph lets go of entirely is watched; parameters and outputs are settled in finish()
+        self.watched = [not (p or o) for p, o in zip(st.is_parameter, st.is_output)]
+        self.live: dict[int, list[int]] | None = None  # node -> residuals still held, where some were gone
         if not keep:  # with retain_graph nothing is released: nothing to watch
-            nodes, res = record.node_columns, record.residual_columns
-            status, storage = res.status, res.storage
-            gone = Status.RELEASED
-            unreleased = self.unreleased
-            for i, (first, count) in enumerate(zip(nodes.first, nodes.count)):
-                if not count:
-                    continue
-                held = [j for j in range(first, first + count) if status[j] is not gone]
-                if held:
-                    self.live[i] = held
-                    for j in held:
-                        k = storage[j]
-                        if k is not None:
-                            unreleased[k] = unreleased.get(k, 0) + 1
+            status = res.status
+            if Status.RELEASED in status:  # some were gone when traced: only the others are held
+                self.live = {}
+                for i, (first, count) in enumerate(zip(nodes.first, nodes.count)):
+                    held = [j for j in range(first, first + count) if status[j] is not Status.RELEASED]
+                    if held:
+                        self.live[i] = held
+                counted = [self.storage[j] for held in self.live.values() for j in held]
+            else:
+                counted = self.storage  # every residual is held: each node's are its whole range
+            self.unreleased = dict(Counter(counted))
+            self.unreleased.pop(None, None)
 
     @property
     def retained(self) -> bool:
@@ -85,7 +89,7 @@ class Observer:
         i = self.index_of(gnode)
         if i is None:  # a node outside this trace (cannot happen for the engine's own task)
             return
-        if self.order:
+        if self.last_node is not None:
             self.settle()
         self.last, self.last_node = i, gnode
         self.order.append(i)
@@ -97,24 +101,24 @@ class Observer:
     def settle(self) -> None:
         """Record what the last step released and which watched storages died since."""
         k, i = len(self.order) - 1, self.last
-        held = self.live.get(i) if i is not None else None
-        if held is not None:
-            res = self.record.residual_columns
-            if is_released(self.last_node, release_probe(self.last_node, res.slot[held[0]])):
-                del self.live[i]
+        if not self.keep and self.count[i]:
+            if self.live is None:
+                first = self.first[i]
+                held: list[int] | range | None = range(first, first + self.count[i])
+            else:
+                held = self.live.pop(i, None)
+            node = self.last_node
+            if held and is_released(node, release_probe(node, self.slot[held[0]])):
                 self.released[k] = held
-                storage, unreleased, released_at = res.storage, self.unreleased, self.released_at
-                st = self.record.storage_columns
+                storage, unreleased, released_at = self.storage, self.unreleased, self.released_at
+                watched = self.watched
                 for j in held:
                     released_at[j] = k
                     s = storage[j]
-                    if s is None:
-                        continue
-                    left = unreleased[s] = unreleased[s] - 1
-                    # watch a storage once the graph lets go of it entirely; parameters and the
-                    # outputs are settled once, in finish()
-                    if left == 0 and not (st.is_parameter[s] or st.is_output[s]):
-                        self.pending.append(s)
+                    if s is not None:
+                        left = unreleased[s] = unreleased[s] - 1
+                        if left == 0 and watched[s]:  # the graph let go of it entirely
+                            self.pending.append(s)
         if self.pending:
             expired, weaks = weak_expired, self.weaks
             still = []
@@ -144,7 +148,7 @@ class Observer:
                 if self.freed[last] is _NONE:
                     self.freed[last] = []
                 self.freed[last].append(s)
-        self.live = {}  # what backward no longer needs: plain tuples from here on (no list for the collector)
+        self.live = None  # what backward no longer needs: plain tuples from here on (no list for the collector)
         self.unreleased, self.pending = {}, []
         released = tuple([r if r is _NONE else tuple(r) for r in self.released])
         freed = tuple([f if f is _NONE else tuple(f) for f in self.freed])
