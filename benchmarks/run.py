@@ -164,19 +164,30 @@ def _bare_observed_backward(loss: torch.Tensor) -> None:
     """The graph walk and one shared pre-hook per node (the engine names the node), then backward:
     what tracekit's observation costs with no bookkeeping at all."""
     from tracekit.internals import PreHook
+    from tracekit.keeper import gc_paused
     from tracekit.live import is_leaf_node, walk
 
     calls: list[object] = []
-    hook = PreHook([n for n in walk([loss.grad_fn]) if not is_leaf_node(n)], calls.append)
-    loss.backward()
-    hook.remove()
+    with gc_paused():  # as tracekit's observed backward runs
+        hook = PreHook([n for n in walk([loss.grad_fn]) if not is_leaf_node(n)], calls.append)
+        loss.backward()
+        hook.remove()
 
 
 def bare_reads(outputs: list[torch.Tensor]) -> list[tuple]:
     """The facts a trace must read while the graph holds them (it keeps no tensor, and backward frees
     them), with none of tracekit's record: the walk in forward order, each node's inputs, and per
     saved tensor its raw slot, the value, storage (address, size, weak reference), shape, dtype,
-    bytes, version, producer and, for at most 4 elements, its values. One tuple per saved tensor."""
+    bytes, version, producer and, for at most 4 elements, its values. One tuple per saved tensor.
+    The cycle collector is paused meanwhile, as tk.trace pauses it (with it running, its passes over
+    the objects the reads make cost ~40 % more at 100k nodes: last round's floor row had them)."""
+    from tracekit.keeper import gc_paused
+
+    with gc_paused():
+        return _bare_reads(outputs)
+
+
+def _bare_reads(outputs: list[torch.Tensor]) -> list[tuple]:
     from tracekit.internals import storage_weak_ref, tensor_attributes, version
     from tracekit.live import forward_order, walk
     from tracekit.storage import drop_weak_ref

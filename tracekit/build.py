@@ -134,6 +134,7 @@ class _Builder:
         self.frames: list[Any] = []  # checkpointed regions whose kept inputs are rows already
         self.inputs: dict[Any, int | str] = {}  # a node's input: graph node -> its index, leaf node -> its label
         self.rows: list[tuple[Any, ...]] = []  # one plain tuple per node made so far (its name first)
+        self.recomputed = False  # whether a residual is recomputed (a checkpointed region's)
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         edges: dict[Any, tuple[tuple[Any, int], ...]] = {}
@@ -166,13 +167,13 @@ class _Builder:
                 node(nodes, graph_nodes[i], i, nexts[i], sources[i] if sources else unknown)
         bar.close()
         node_columns = [*zip(*nodes)] if nodes else [() for _ in NodeColumns._fields[:-1]]
-        node_columns.append(tuple(modules.get(o) for o in owners) if owners is not None and modules else (None,) * n)
+        node_columns.append(tuple(map(modules.get, owners)) if owners is not None and modules else (None,) * n)
         output_names = [self.names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
                         for t in self.outputs]
         position = self.position
         storages = [*zip(*self.storage_rows)] if self.storage_rows else [() for _ in StorageColumns._fields]
         if storages[3]:
-            storages[3] = tuple(tuple(members) for members in storages[3])
+            storages[3] = tuple(map(tuple, storages[3]))
         residuals = ResidualColumns(*(zip(*self.res) if self.res else (() for _ in ResidualColumns._fields)))
         record = Record(
             NodeColumns(*node_columns), residuals, StorageColumns(*storages),
@@ -188,7 +189,7 @@ class _Builder:
     def cache(self, graph_nodes: list[Any]) -> tuple[CachedValue, ...]:
         """What a selective-checkpoint policy keeps for the checkpointed regions (looked for only
         when a residual is recomputed: the regions' saved values carry checkpoint hooks)."""
-        if not any(r[_PLACE] is _RECOMPUTED for r in self.res):
+        if not self.recomputed:
             return ()
         found, seen = [], set()
         for op, t in checkpoint_cache(graph_nodes):
@@ -244,6 +245,7 @@ class _Builder:
             for saved in saved_values(gnode, tensor_slots):
                 self.residual(i, gnode, saved, by_slot, rule_of, name)
                 recomputed = recomputed or saved[3] is _RECOMPUTED
+            self.recomputed = self.recomputed or recomputed
         if recomputed:  # the first node of a checkpointed region: what the checkpoint keeps for it
             for kept in checkpoint_kept(gnode, self.frames):
                 self.residual(i, gnode, (kept.slot, kept.status, kept.tensor, kept.place, kept.error, kept.hook),
@@ -450,7 +452,6 @@ def _plain(value: Any) -> Any:
 
 _ATOMS = (bool, int, float, str, type(None))
 _ATOM_TYPES = frozenset(_ATOMS)
-_PLACE = ResidualColumns._fields.index("place")
 
 
 def _plain_attributes(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:

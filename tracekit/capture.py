@@ -14,7 +14,7 @@ from torch.overrides import TorchFunctionMode
 
 from .build import Modules, Sources, build_trace
 from .errors import NestedCaptureError
-from .frames import SKIPPED, Names, caller_names, is_skipped, module_paths, name_module, where
+from .frames import SKIPPED, Names, caller_names, is_skipped, module_paths, module_tree, name_module, where
 from .internals import NEXT_SEQUENCE_NR, SEQUENCE_NR, compiled_original, module_call_code, module_wrapper_code, version
 from .keeper import gc_paused
 from .rows import Mutation
@@ -102,6 +102,7 @@ class _ModulePath:
         self.modules: list[torch.nn.Module] = []
         self.index: dict[torch.nn.Module, int] = {}
         self.of: dict[int, tuple[int, int]] = {}  # a call's first sequence number -> its modules
+        self.trees: dict[int, list[tuple[str, Any, Any, Any]]] = {}  # module index -> its tree, once read
         self.top: Any = None  # the frame recording started in: module calls lie below it
         self.outer: Any = None  # the outermost module call's frame at the last torch call (until the next)
         self.outer_k = -1  # and its module
@@ -158,8 +159,15 @@ class _ModulePath:
         for k in sorted({outer for _, outer in self.of.values()}):
             root = self.modules[k]
             if not any(root is m for m in named):
-                name_module(names, root, type(root).__name__)
+                name_module(names, root, type(root).__name__, self.tree(k))
         return names
+
+    def tree(self, k: int) -> list[tuple[str, Any, Any, Any]]:
+        """Module k's frames.module_tree, read once for its parameters' names and its modules' labels."""
+        tree = self.trees.get(k)
+        if tree is None:
+            tree = self.trees[k] = module_tree(self.modules[k])
+        return tree
 
     def labels(self) -> Modules:
         """Each recorded node's module label: `self_attn (MultiheadAttention)` (its path in the
@@ -173,7 +181,7 @@ class _ModulePath:
             if label is None:
                 inner, outer = pair
                 if outer not in paths:
-                    paths[outer] = module_paths(self.modules[outer])
+                    paths[outer] = module_paths(self.modules[outer], self.tree(outer))
                 module = self.modules[inner]
                 kind = type(module).__name__
                 path = paths[outer].get(module)

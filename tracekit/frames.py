@@ -112,9 +112,12 @@ def caller_names(modules: list[torch.nn.Module] | None = None) -> Names:
     return names
 
 
-def name_module(names: Names, module: torch.nn.Module, prefix: str) -> None:
-    """Add a module's parameters (`prefix.fc.weight`) and buffers (`buffer prefix.bn.running_mean`)."""
-    modules = _named_modules(module, prefix)
+def name_module(names: Names, module: torch.nn.Module, prefix: str,
+                tree: list[tuple[str, Any, Any, Any]] | None = None) -> None:
+    """Add a module's parameters (`prefix.fc.weight`) and buffers (`buffer prefix.bn.running_mean`)
+    (`tree`: its module_tree, when the caller has read it)."""
+    modules = (_named_modules(module, prefix) if tree is None else
+               [(f"{prefix}.{name}" if name else prefix, parameters, buffers) for name, _, parameters, buffers in tree])
     for pname, p in _named_parameters(module, prefix, modules):  # the first name wins
         # a real parameter's key without storage_key's checks (a meta or fake one takes them)
         key = (("cpu" if p.is_cpu else _device(p.device), p.untyped_storage().data_ptr())
@@ -145,18 +148,20 @@ def _held_tensors(var: str, value: Any, depth: int = 0) -> Iterator[tuple[str, t
 def _named_modules(module: torch.nn.Module, prefix: str) -> list[tuple[str, Any, Any]]:
     """(name, its own parameters, its own buffers) per module of `module.named_modules(prefix=prefix)`,
     in the same order (each module, then its children's trees), read straight from the modules' dicts."""
-    return [(name, parameters, buffers) for name, _, parameters, buffers in _module_tree(module, prefix)]
+    return [(name, parameters, buffers) for name, _, parameters, buffers in module_tree(module, prefix)]
 
 
-def module_paths(root: torch.nn.Module) -> dict[torch.nn.Module, str]:
+def module_paths(root: torch.nn.Module,
+                 tree: list[tuple[str, Any, Any, Any]] | None = None) -> dict[torch.nn.Module, str]:
     """Each module in `root`'s tree -> its path (`""` for root, `layers.0.attn`), the first path of
-    one reached twice: `{m: name for name, m in root.named_modules()}`, read from the modules' dicts."""
-    return {m: name for name, m, _, _ in _module_tree(root, "")}
+    one reached twice: `{m: name for name, m in root.named_modules()}`, read from the modules' dicts
+    (`tree`: its module_tree, when the caller has read it)."""
+    return {m: name for name, m, _, _ in (module_tree(root) if tree is None else tree)}
 
 
-def _module_tree(module: torch.nn.Module, prefix: str) -> list[tuple[str, Any, Any, Any]]:
+def module_tree(module: torch.nn.Module, prefix: str = "") -> list[tuple[str, Any, Any, Any]]:
     """(name, module, its own parameters, its own buffers) in named_modules()' order (each module
-    once, then its children's trees)."""
+    once, then its children's trees), read from the modules' dicts."""
     seen: set[int] = set()
     out = []
     todo = [(prefix, module)]
