@@ -8,9 +8,11 @@ ratios swing by 10-20 % between runs on a shared 2-core machine: too much to see
 
 Each workload runs twice to warm up, then once inside a region that a tiny C helper (compiled here
 with gcc, from valgrind's callgrind.h) opens and closes with callgrind's client requests: only
-that region is instrumented and counted. `--parts` also counts the forward under an empty
-TorchFunctionMode, the forward under capture, capture + trace build, and the floor's reads
-(run.bare_reads): what each phase adds. Needs valgrind (with its headers) and gcc; ~30 s a count.
+that region is instrumented and counted. `--parts` also counts run.py's floor rows (the forward
+under an empty TorchFunctionMode; + the reads a trace needs, the walk and one shared pre-hook per
+node, with no record: `floor`; for a chain, the reads alone), the forward under capture (plain
+backward) and capture + trace build (plain backward): what each phase adds. Needs valgrind (with
+its headers) and gcc; ~30 s a count, two at a time.
 """
 
 from __future__ import annotations
@@ -59,20 +61,21 @@ else:
 def once():
     if forward is None:  # a deep chain: tk.trace + DOT (no capture, no backward), as run.py's dot rows
         y = B.chain(int(which.removeprefix("chain")))
-        if variant != "plain":
+        if variant == "floor":  # the reads alone
+            B.bare_reads([y])
+        elif variant != "plain":
             tk.trace(y, progress=False).draw().source
         return
     if variant == "plain":
         forward().backward()
-    elif variant == "mode":
+    elif variant in ("mode", "floor"):  # run.py's floor rows: the mode; + the reads, walk and shared hook
         with B._EmptyMode():
             y = forward()
-        y.backward()
-    elif variant == "reads":
-        with tk.capture():
-            y = forward()
-        B.bare_reads([y])
-        y.backward()
+        if variant == "mode":
+            y.backward()
+        else:
+            B.bare_reads([y])
+            B._bare_observed_backward(y)
     else:
         with tk.capture() as cap:
             y = forward()
@@ -144,8 +147,9 @@ def main() -> int:
     try:
         helper = build_helper(folder)
         older = export(args.against, folder) if args.against else None
-        variants = ["plain", "traced"] + (["mode", "capture", "build", "reads"] if args.parts else [])
-        jobs = [(w, v, None) for w in args.workloads.split(",") for v in variants]
+        parts = {"chain": ["floor"], "other": ["mode", "floor", "capture", "build"]} if args.parts else {}
+        jobs = [(w, v, None) for w in args.workloads.split(",")
+                for v in ["plain", "traced", *parts.get("chain" if w.startswith("chain") else "other", [])]]
         jobs += [(w, "traced", older) for w in args.workloads.split(",")] if older else []
         with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
             counts = list(pool.map(lambda job: count(folder, helper, *job), jobs))
