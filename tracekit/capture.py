@@ -93,10 +93,9 @@ def _tensors_in(value: Any) -> list[torch.Tensor]:
 class _ModulePath:
     """Which modules' forwards are running, read where they are called: the frames of
     `nn.Module._call_impl` between a torch call and where recording started (no global module
-    hook, so a compiled model runs as it does without capture). `of`: a call's output node
-    (sequence number) -> (the innermost module, the outermost one), as indexes into `modules`
-    (the module objects, kept until the trace is built), by the call's first sequence number;
-    labels are resolved at build."""
+    hook, so a compiled model runs as it does without capture). `of`: a call (its first sequence
+    number) -> (the innermost module, the outermost one), as indexes into `modules` (the module
+    objects, kept until the trace is built); labels are resolved at build."""
 
     def __init__(self) -> None:
         self.modules: list[torch.nn.Module] = []
@@ -226,11 +225,7 @@ class CaptureSession:
 
     def trace(self, *outputs: torch.Tensor) -> Trace:
         """The trace of the graph behind `outputs`, with what was recorded."""
-        with gc_paused():  # names, labels and the record: many small objects, one collection after
-            named: list[torch.nn.Module] = []
-            names = self.modules.names(caller_names(named), named)
-            return build_trace(outputs, self.sources, names, self.mutations, None, self.modules.labels(),
-                               _temporaries(outputs))
+        return _trace_recorded(outputs, self.sources, self.mutations, self.modules, None)
 
 
 class capture:
@@ -264,11 +259,19 @@ class capture:
     def trace(self, *outputs: torch.Tensor, progress: bool | None = None) -> Trace:
         """The trace of the graph behind `outputs`, with forward order and source lines
         (`progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
-        with gc_paused():  # names, labels and the record: many small objects, one collection after
-            named: list[torch.nn.Module] = []
-            names = self.modules.names(caller_names(named), named)
-            return build_trace(outputs, self.sources, names, self.mutations, progress, self.modules.labels(),
-                               _temporaries(outputs))
+        return _trace_recorded(outputs, self.sources, self.mutations, self.modules, progress)
+
+
+def _trace_recorded(outputs: tuple[torch.Tensor, ...], sources: Sources, mutations: list[Mutation],
+                    modules: _ModulePath, progress: bool | None) -> Trace:
+    """The trace of the graph behind `outputs`, with what a recorder saw (its sources, in-place
+    calls and modules) and the names the caller (three frames up) gives tensors and parameters."""
+    with gc_paused():  # names, labels and the record: many small objects, one collection after
+        named: list[torch.nn.Module] = []
+        names = modules.names(caller_names(named), named)
+        labels = modules.labels()
+        modules.trees.clear()  # read again by the next trace (a model may change between)
+        return build_trace(outputs, sources, names, mutations, progress, labels, _temporaries(outputs))
 
 
 def trace(*outputs: torch.Tensor, progress: bool | None = None) -> Trace:
