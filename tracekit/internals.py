@@ -65,19 +65,33 @@ def _node() -> Any:
     return torch.ones(1, requires_grad=True).exp().grad_fn
 
 
-def _counts_nodes(counter: Callable[[], int]) -> bool:
-    """Whether `counter()` is the sequence number the next node made on this thread gets."""
-    before = counter()
-    node = _node()
-    return node._sequence_nr() == before and counter() == before + 1
+def _probe_sequence() -> tuple[bool, bool]:
+    """(`sequence_nr`, `sequence_counter`) from one probe node: whether nodes have `_sequence_nr()`,
+    and whether `_get_sequence_nr()` is the number the next node made on this thread gets (one
+    node, as before the counter was probed: a lesson prints sequence numbers, which count it)."""
+    try:
+        counter = torch._C._autograd._get_sequence_nr
+        before = counter()
+    except Exception:  # a probe that fails means the capability is missing, whatever the reason
+        counter = before = None
+    try:
+        seq = _node()._sequence_nr()
+    except Exception:
+        return False, False
+    if not isinstance(seq, int):
+        return False, False
+    return True, counter is not None and seq == before and _probe(lambda: counter() == before + 1)
+
+
+_SEQUENCE_NR, _SEQUENCE_COUNTER = _probe_sequence()
 
 
 ENGINE_FRAME = "_engine_run_backward"  # torch.autograd.graph's function that calls the C++ engine
 
 CAPABILITIES: dict[str, bool] = {
     "saved_slots": _probe(_probe_saved_slots),
-    "sequence_nr": _probe(lambda: isinstance(_node()._sequence_nr(), int)),
-    "sequence_counter": _probe(lambda: _counts_nodes(torch._C._autograd._get_sequence_nr)),
+    "sequence_nr": _SEQUENCE_NR,
+    "sequence_counter": _SEQUENCE_COUNTER,
     "current_node": _probe(lambda: callable(torch._C._current_autograd_node)
                            and hasattr(_node(), "_register_hook_dict")),
     "storage_weak_ref": _probe(lambda: all(hasattr(torch.UntypedStorage, a)
