@@ -310,15 +310,7 @@ class _Builder:
         key = (device, storage_object.data_ptr())
         producer = t.grad_fn
         version = tensor_version(t)
-        if producer is gnode:
-            role, from_node, from_name = f"output of #{node} {name} (this node)", node, None
-            made = _OUTPUT if key in self.output_keys else _INTERMEDIATE
-        elif (producer is not None and (at := self.position.get(producer)) is not None and at < node
-              and not slot.startswith("result")):
-            role, from_node, from_name = f"output of #{at} {self.rows[at][0]}", at, None
-            made = _OUTPUT if key in self.output_keys else _INTERMEDIATE
-        else:
-            role, from_node, from_name, made = self.role(slot, t, gnode, key, producer, version, name)
+        role, from_node, from_name, made = self.role(slot, t, gnode, key, producer, version, name)
         res = self.res
         storage = self.storage_index.get(key)
         if storage is None:
