@@ -1,5 +1,7 @@
 """Residuals come from the runtime; roles, rules, attributes; source lines; bad input."""
 
+import sys
+
 import pytest
 import torch
 
@@ -183,3 +185,57 @@ def test_already_freed_graph_traces_with_residuals_marked_freed():
     assert all(r.free_point() == "already freed before tracing" for r in tr.residuals)
     assert tr.saved_bytes == 0
     assert "already freed" in tr.text()
+
+
+def test_a_call_spread_over_lines_gets_the_line_python_reports():
+    """Capture keeps the code and offset of the user's frame and reads the line at build: the same
+    line `frame.f_lineno` gives, for calls written over several lines, in a loop and in a lambda."""
+    a = torch.randn(3, requires_grad=True)
+    seen = []
+    with tk.capture() as cap:
+        b = torch.mul(
+            a,
+            2.0,
+        )
+        seen.append(sys._getframe().f_lineno)
+        c = (b
+             .sin())
+        seen.append(sys._getframe().f_lineno)
+        for _ in range(2):
+            c = (lambda v: v.cos())(c)
+        seen.append(sys._getframe().f_lineno)
+        d = c.sum()
+    tr = cap.trace(d)
+    lines = {n.op: int(n.source.split(":")[1]) for n in tr.nodes}
+    assert lines["mul"] == seen[0] - 4  # the line the call starts on, as f_lineno says
+    assert lines["sin"] == seen[1] - 1  # `.sin()` is on the second line of its statement
+    assert lines["cos"] == seen[2] - 1 and lines["sum"] == seen[2] + 1
+    assert [n.call for n in tr.nodes] == ["mul", "sin", "cos", "cos", "sum"]
+
+
+def test_where_at_reads_the_line_where_reads_from_a_live_frame():
+    from tracekit.frames import where, where_at
+
+    texts: dict = {}
+    for _ in range(2):  # a second read of the same place comes from what the first made
+        frame = sys._getframe()
+        assert where_at(texts, frame.f_code, frame.f_lasti) == where(frame)
+    assert len(texts) == 1 and where_at(texts, None, 0) is None
+
+
+def test_an_unhashable_callable_passed_to_torch_function_is_recorded_by_name():
+    class Unhashable:
+        __hash__ = None  # type: ignore[assignment]
+        __name__ = "my_call"
+
+        def __call__(self, t):
+            return t * 3
+
+    a = torch.randn(2, requires_grad=True)
+    func = Unhashable()
+    with tk.capture() as cap:
+        y = torch.overrides.handle_torch_function(func, (a,), a)
+        z = y.sum()
+    tr = cap.trace(z)
+    assert [n.call for n in tr.nodes] == ["my_call", "sum"]
+    assert torch.equal(y, a * 3)

@@ -8,13 +8,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from types import CodeType
 from typing import Any
 
 import torch
 
 from . import keeper, rules
 from .errors import NoHistoryError, NotATensorError
-from .frames import Names
+from .frames import Names, where_at
 from .internals import SEQUENCE_NR, attribute_slots, custom_forward_name, saved_attribute_values, tensor_attributes
 from .internals import version as tensor_version
 from .keeper import gc_paused
@@ -46,9 +47,10 @@ from .storage import StorageKey, device_text, has_data, storage_key, storage_nby
 from .trace import Trace
 from .without_data import backend_of_outputs, note_for
 
-# a call seen under capture: its first sequence number -> (the number after its last, source line, call
-# name); every node whose sequence number is in [first, after) was made by that call
-Sources = dict[int, tuple[int, str | None, str]]
+# a call seen under capture: its first sequence number -> (the number after its last, the user's code
+# and the offset it was at (frames.where_at reads the line at build), call name); every node whose
+# sequence number is in [first, after) was made by that call
+Sources = dict[int, tuple[int, CodeType | None, int, str]]
 Modules = dict[int, str]  # a call's first sequence number -> the module whose forward made it (its label)
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 
@@ -154,7 +156,9 @@ class _Builder:
         del edges
         seq = list(map(SEQUENCE_NR, graph_nodes))  # each node's sequence number, read once
         owners = _owners(seq, self.sources, nexts, self.position) if self.sources is not None else None
-        lines = {first: (line, call) for first, (_, line, call) in self.sources.items()} if self.sources else {}
+        texts: dict[tuple[int, int], str] = {}  # each place's line as text, made once per trace
+        lines = {first: (where_at(texts, code, offset), call)
+                 for first, (_, code, offset, call) in self.sources.items()} if self.sources else {}
         sources = [lines[o] if o >= 0 else (None, None) for o in owners] if owners is not None else None
         modules = self.modules
         n = len(graph_nodes)
@@ -399,7 +403,7 @@ def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int],
     first call, in forward order, that leads to it through such nodes: consumers run later, so one
     pass from the last node back settles them."""
     made_by: dict[int, int] = {}  # sequence number -> the first number of the call that took it
-    for first, (after, _, _) in reversed(sources.items()):  # the earliest call wins where ranges overlap
+    for first, (after, _, _, _) in reversed(sources.items()):  # the earliest call wins where ranges overlap
         if after == first + 1:
             made_by[first] = first
         else:

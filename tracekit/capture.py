@@ -4,6 +4,7 @@ module whose forward made it, in-place writes) while the forward runs; `cap.trac
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections.abc import Callable
@@ -24,13 +25,23 @@ from .trace import Trace
 _active = threading.local()
 _compiling = torch.compiler.is_compiling
 _NEXT_SEQUENCE_NR = NEXT_SEQUENCE_NR
-_INPLACE: dict[str, bool] = {}  # call name -> whether it writes into its first argument
+_CALLS: dict[Any, tuple[str, bool]] = {}  # torch function -> (its name, whether it writes in place)
 BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 OnBackward = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (func, args, kwargs) -> its result
 
 
 def _is_inplace(call: str) -> bool:
     return (call.endswith("_") and not call.startswith("_")) or (call.startswith("__i") and call.endswith("__"))
+
+
+def _call_info(func: Any) -> tuple[str, bool]:
+    """(a torch call's name, whether it writes into its first argument), kept per function (a
+    builtin's `__name__` is a new string at every read)."""
+    call = getattr(func, "__name__", None) or str(func)
+    info = (call, _is_inplace(call))
+    with contextlib.suppress(TypeError):  # an unhashable callable: read each time
+        _CALLS[func] = info
+    return info
 
 
 class _Recorder(TorchFunctionMode):
@@ -58,20 +69,21 @@ class _Recorder(TorchFunctionMode):
         else:
             result = func(*args, **(kwargs or {}))
             start, end = _nodes_of(result)
-        call = getattr(func, "__name__", None) or str(func)
-        inplace = _INPLACE.get(call)
-        if inplace is None:
-            inplace = _INPLACE[call] = _is_inplace(call)
+        try:
+            call, inplace = _CALLS[func]
+        except (KeyError, TypeError):  # a function not seen yet (or an unhashable callable)
+            call, inplace = _call_info(func)
         mutated = args[0] if inplace and args and isinstance(args[0], torch.Tensor) else None
         if end > start or mutated is not None:
             user, module = self.modules.locate()
-            line = where(user)
             if end > start and start not in self.sources:
-                self.sources[start] = (end, line, call)  # every node it made gets its line in build.py
+                # every node it made gets its line in build.py (read there from the code and offset)
+                self.sources[start] = ((end, user.f_code, user.f_lasti, call) if user is not None
+                                       else (end, None, 0, call))
                 if module is not None:
                     self.modules.of[start] = module
             if mutated is not None and mutated.layout == torch.strided:
-                self.mutations.append(Mutation(call, line, storage_key(mutated), version(mutated)))
+                self.mutations.append(Mutation(call, where(user), storage_key(mutated), version(mutated)))
         return result
 
 

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 import torch
@@ -56,15 +56,32 @@ def where(frame: FrameType | None) -> str | None:
     student sees it (`cell line 12` where IPython does not know it; kernel file names change every run)."""
     if frame is None:
         return None
-    name = frame.f_code.co_filename
+    return _line_text(frame.f_code.co_filename, frame.f_lineno)
+
+
+def where_at(places: dict[tuple[int, int], str], code: CodeType | None, offset: int) -> str | None:
+    """`where` of a frame that ran `code` and was at `offset` (its f_lasti: cheaper to keep than its
+    line); `places`: the texts made so far, kept by the caller for one trace while that code is alive
+    (a notebook cell's execution count is its latest run's)."""
+    if code is None:
+        return None
+    key = (id(code), offset)  # a code object's own hash reads all its fields
+    text = places.get(key)
+    if text is None:
+        line = next((n for start, end, n in code.co_lines() if start <= offset < end), None)
+        text = places[key] = _line_text(code.co_filename, line if line is not None else code.co_firstlineno)
+    return text
+
+
+def _line_text(name: str, line: int) -> str:
     label = _LABEL.get(name)
     if label is None:
         cell = _NOTEBOOK_CELL.search(name) or name.startswith("<ipython-input")
         label = _LABEL[name] = "cell" if cell else os.path.basename(name)
     if label == "cell":
         count = _execution_count(name)
-        return f"cell [{count}] line {frame.f_lineno}" if count is not None else f"cell line {frame.f_lineno}"
-    return f"{label}:{frame.f_lineno}"
+        return f"cell [{count}] line {line}" if count is not None else f"cell line {line}"
+    return f"{label}:{line}"
 
 
 def _execution_count(filename: str) -> int | None:

@@ -195,36 +195,34 @@ def custom_raw_saved(node: Any) -> Any:
     return node._raw_saved_tensors
 
 
-def release_probe(node: Any, slot: str) -> tuple[str, int | None]:
-    """The raw attribute (and list index) that tells whether a node's saved values are gone: one
-    slot stands for all (a node releases every saved value at once, right after its rule ran)."""
-    key = (type(node), slot)
-    probe = _PROBES.get(key)
+def is_released(node: Any, slot: str) -> bool:
+    """Whether autograd released a node's saved values, read from one raw slot without unpacking it
+    (None data, or PyTorch refusing, means released; one slot stands for all: a node releases every
+    saved value at once, right after its rule ran)."""
+    probe = _PROBES.get((type(node), slot))
     if probe is None:
-        if is_custom_function(node):
-            probe = ("_raw_saved_tensors", None)
-        else:
-            name, _, index = slot.partition("[")
-            probe = ("_raw_saved_" + name, int(index.rstrip("]")) if index else None)
-        probe = _PROBES[key] = probe
-    return probe
-
-
-_PROBES: dict[tuple[type, str], tuple[str, int | None]] = {}  # (node type, slot) -> its release probe
-
-
-def is_released(node: Any, probe: tuple[str, int | None]) -> bool:
-    """Read the probe's raw slot without unpacking it: None data (or PyTorch refusing) means released."""
+        probe = _PROBES[(type(node), slot)] = _release_probe(node, slot)
     attr, index = probe
     try:
         raw = getattr(node, attr)
-        if attr == "_raw_saved_tensors":
-            return False  # a custom Function's saved tensors raise once released
         if index is not None:
+            if index < 0:
+                return False  # a custom Function's saved tensors raise once released
             raw = raw[index]
         return raw is not None and raw.data is None
     except (RuntimeError, IndexError):  # "saved tensors ... have already been freed"
         return True
+
+
+def _release_probe(node: Any, slot: str) -> tuple[str, int | None]:
+    """The raw attribute (and list index; -1: a custom Function's) that tells whether `slot` is gone."""
+    if is_custom_function(node):
+        return "_raw_saved_tensors", -1
+    name, _, index = slot.partition("[")
+    return "_raw_saved_" + name, int(index.rstrip("]")) if index else None
+
+
+_PROBES: dict[tuple[type, str], tuple[str, int | None]] = {}  # (node type, slot) -> its release probe
 
 
 # the graph ---------------------------------------------------------------------------------------

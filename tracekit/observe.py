@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from .errors import NotObservableError
-from .internals import PreHook, is_released, release_probe
+from .internals import PreHook, is_released
 from .keeper import gc_paused
 from .lifetimes import OBSERVED, OUTSIDE, RETAINED, Lifetime, Lifetimes, fixed_note, storage_holder
 from .live import Live
@@ -43,8 +43,8 @@ class Observer:
         self.on_step = on_step
         self.index_of = index_of  # graph node -> its index in the record (None: not in this trace)
         self.order: list[int] = []  # node index per step
-        self.released: list[list[int] | tuple[int, ...]] = []  # per step: residual indexes
-        self.freed: list[list[int] | tuple[int, ...]] = []  # per step: storage indexes
+        self.released: list[tuple[int, ...] | range | list[int]] = []  # per step: residual indexes
+        self.freed: list[tuple[int, ...]] = []  # per step: storage indexes
         self.released_at: list[int | None] = [None] * record.n_residuals
         self.freed_at: list[int | None] = [None] * record.n_storages
         self.held_by: dict[int, str] = {}  # storage index -> who holds it after backward
@@ -93,23 +93,24 @@ class Observer:
             self.settle()
         self.last, self.last_node = i, gnode
         self.order.append(i)
-        self.released.append(_NONE)  # a list once something is
+        self.released.append(_NONE)  # a tuple once something is
         self.freed.append(_NONE)
         if self.on_step is not None:
             self.on_step(Step(self.trace._data, self, len(self.order) - 1))
 
     def settle(self) -> None:
         """Record what the last step released and which watched storages died since."""
-        k, i = len(self.order) - 1, self.last
-        if not self.keep and self.count[i]:
+        i = self.last
+        count = self.count[i]
+        if count and not self.keep:
             if self.live is None:
                 first = self.first[i]
-                held: list[int] | range | None = range(first, first + self.count[i])
+                held: range | list[int] | None = range(first, first + count)
             else:
                 held = self.live.pop(i, None)
-            node = self.last_node
-            if held and is_released(node, release_probe(node, self.slot[held[0]])):
-                self.released[k] = held
+            if held and is_released(self.last_node, self.slot[held[0]]):
+                k = len(self.order) - 1
+                self.released[k] = held  # a tuple in finish()
                 storage, unreleased, released_at = self.storage, self.unreleased, self.released_at
                 watched = self.watched
                 for j in held:
@@ -117,17 +118,14 @@ class Observer:
                     s = storage[j]
                     if s is not None:
                         left = unreleased[s] = unreleased[s] - 1
-                        if left == 0 and watched[s]:  # the graph let go of it entirely
+                        if not left and watched[s]:  # the graph let go of it entirely
                             self.pending.append(s)
         if self.pending:
-            expired, weaks = weak_expired, self.weaks
-            still = []
+            k, expired, weaks, freed_at, still = len(self.order) - 1, weak_expired, self.weaks, self.freed_at, []
             for s in self.pending:
                 if expired(weaks[s]):
-                    if self.freed[k] is _NONE:
-                        self.freed[k] = []
-                    self.freed[k].append(s)
-                    self.freed_at[s] = k
+                    freed_at[s] = k
+                    self.freed[k] = (*self.freed[k], s)
                 else:
                     still.append(s)
             self.pending = still
@@ -139,21 +137,23 @@ class Observer:
             self.settle()
         self.last_node = None
         last = len(self.order) - 1
-        expired, weaks = weak_expired, self.weaks
+        expired, weaks, freed_at = weak_expired, self.weaks, self.freed_at
+        late = []
         for s in range(self.record.n_storages):
+            if freed_at[s] is not None:
+                continue
             if not expired(weaks[s]):
                 self.held_by[s] = RETAINED if self.keep else (storage_holder(self.record, s) or OUTSIDE)
-            elif self.freed_at[s] is None and last >= 0:  # died after the last step watched
-                self.freed_at[s] = last
-                if self.freed[last] is _NONE:
-                    self.freed[last] = []
-                self.freed[last].append(s)
+            elif last >= 0:  # died after the last step watched
+                freed_at[s] = last
+                late.append(s)
+        if late:
+            self.freed[last] = (*self.freed[last], *late)
         self.live = None  # what backward no longer needs: plain tuples from here on (no list for the collector)
         self.unreleased, self.pending = {}, []
-        released = tuple([r if r is _NONE else tuple(r) for r in self.released])
-        freed = tuple([f if f is _NONE else tuple(f) for f in self.freed])
+        released, freed = tuple([r if type(r) is tuple else tuple(r) for r in self.released]), tuple(self.freed)
         self.released, self.freed = released, freed  # type: ignore[assignment]
-        made = _Lifetimes(self.record, tuple(self.released_at), tuple(self.freed_at), self.held_by)
+        made = _Lifetimes(self.record, tuple(self.released_at), tuple(freed_at), self.held_by)
         return Lifetimes(OBSERVED, tuple(self.order), made, released, freed, self.keep, self.error)
 
 
