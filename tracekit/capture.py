@@ -64,7 +64,7 @@ class _Recorder(TorchFunctionMode):
         counter = _NEXT_SEQUENCE_NR
         if counter is not None:  # the nodes the call makes: the sequence numbers it takes (no grad_fn read)
             start = counter()
-            result = func(*args, **(kwargs or {}))
+            result = func(*args, **kwargs) if kwargs else func(*args)
             end = counter()
         else:
             result = func(*args, **(kwargs or {}))
@@ -73,17 +73,16 @@ class _Recorder(TorchFunctionMode):
             call, inplace = _CALLS[func]
         except (KeyError, TypeError):  # a function not seen yet (or an unhashable callable)
             call, inplace = _call_info(func)
-        mutated = args[0] if inplace and args and isinstance(args[0], torch.Tensor) else None
-        if end > start or mutated is not None:
+        if end > start and start not in self.sources:
             user, module = self.modules.locate()
-            if end > start and start not in self.sources:
-                # every node it made gets its line in build.py (read there from the code and offset)
-                self.sources[start] = ((end, user.f_code, user.f_lasti, call) if user is not None
-                                       else (end, None, 0, call))
-                if module is not None:
-                    self.modules.of[start] = module
-            if mutated is not None and mutated.layout == torch.strided:
-                self.mutations.append(Mutation(call, where(user), storage_key(mutated), version(mutated)))
+            # every node it made gets its line in build.py (read there from the code and offset)
+            self.sources[start] = (end, user.f_code, user.f_lasti, call) if user is not None else (end, None, 0, call)
+            if module is not None:
+                self.modules.of[start] = module
+        if inplace and args and isinstance(args[0], torch.Tensor) and args[0].layout == torch.strided:
+            mutated = args[0]
+            self.mutations.append(Mutation(call, where(self.modules.locate()[0]), storage_key(mutated),
+                                           version(mutated)))
         return result
 
 
@@ -131,14 +130,15 @@ class _ModulePath:
         frame, top = sys._getframe(2), self.top
         user = inner = outer = None
         while frame is not None and frame is not top:
-            if user is None:
-                skip = known.get(frame.f_code.co_filename)
-                if not (is_skipped(frame) if skip is None else skip):
-                    user = frame
-            if frame.f_code is code:
+            f_code = frame.f_code
+            if f_code is code:  # a module's call (torch's own file: never the user's frame)
                 if inner is None:
                     inner = frame
                 outer = frame
+            elif user is None:
+                skip = known.get(f_code.co_filename)
+                if not (is_skipped(frame) if skip is None else skip):
+                    user = frame
             frame = frame.f_back
         while user is None and frame is not None:  # recording started in a frame that is not the user's
             skip = known.get(frame.f_code.co_filename)

@@ -84,19 +84,26 @@ class Observer:
         return Lifetime(OBSERVED, self.released_at[i], self.freed_at[k] if k is not None else None,
                         self.held_by.get(k) if k is not None else None, fixed_note(self.record, i))
 
-    def before(self, gnode: Any) -> None:
-        """The engine is about to run `gnode`'s rule: settle the previous step, record this one."""
-        i = self.index_of(gnode)
-        if i is None:  # a node outside this trace (cannot happen for the engine's own task)
-            return
-        if self.last_node is not None:
-            self.settle()
-        self.last, self.last_node = i, gnode
-        self.order.append(i)
-        self.released.append(_NONE)  # a tuple once something is
-        self.freed.append(_NONE)
-        if self.on_step is not None:
-            self.on_step(Step(self.trace._data, self, len(self.order) - 1))
+    def hook(self) -> Callable[[Any], None]:
+        """`before(node)`, for the engine's pre-hook: the engine is about to run `node`'s rule, so
+        settle the previous step and record this one (a closure: each step reads locals)."""
+        index_of, order, released, freed, settle = self.index_of, self.order, self.released, self.freed, self.settle
+        on_step, data = self.on_step, self.trace._data
+
+        def before(gnode: Any) -> None:
+            i = index_of(gnode)
+            if i is None:  # a node outside this trace (cannot happen for the engine's own task)
+                return
+            if order:
+                settle()
+            self.last, self.last_node = i, gnode
+            order.append(i)
+            released.append(_NONE)  # a tuple once something is
+            freed.append(_NONE)
+            if on_step is not None:
+                on_step(Step(data, self, len(order) - 1))
+
+        return before
 
     def settle(self) -> None:
         """Record what the last step released and which watched storages died since."""
@@ -190,7 +197,7 @@ def observe_backward(
     with gc_paused():  # the walk, the observer's step lists: many small objects, one collection after
         graph_nodes, index_of = live.op_nodes(trace.record)
         observer = Observer(trace, index_of, keep, on_step)
-        handle = PreHook(graph_nodes, observer.before)
+        handle = PreHook(graph_nodes, observer.hook())
         del graph_nodes
         trace._observed(None, observer)
         try:
