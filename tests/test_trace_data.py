@@ -281,3 +281,29 @@ def test_a_long_trace_draws_without_predicting_a_lifetime():
     assert "tr.timeline() plots" in source and tr._data.predicted is None
     small = tk.trace((torch.randn(3, requires_grad=True).exp()).sum())
     assert "lifetimes (predicted)" in trace_graph(small, html=True).source and small._data.predicted is not None
+
+
+def test_role_words_and_previews_are_made_when_read_and_read_as_text():
+    """The build keeps what a residual's role words and preview are made of; the text is made on the
+    first read, and pickle, JSON and equality see plain tuples of text."""
+    from tracekit.rows import Formatted
+
+    a = torch.tensor([0.5, -1.25], requires_grad=True)
+    flags = torch.tensor([[True, False], [False, True]])
+    y = a.exp()  # saves its own output
+    z = (y * a).sum() + (a * flags).sum() + (a * torch.tensor(3)).sum()  # another node's output; a bool; an int
+    tr = tk.trace(z)
+    columns = tr.record.residual_columns
+    assert isinstance(columns.role, Formatted) and columns.role._text is None  # nothing made yet
+    assert isinstance(columns.preview, Formatted) and columns.preview._text is None
+    words = [(r.node.name, r.slot, r.role, r.preview) for r in tr.residuals]
+    assert ("ExpBackward0", "result", "output of #0 ExpBackward0 (this node)", "[1.649, 0.2865]") in words
+    assert ("MulBackward0", "self", "output of #0 ExpBackward0", "[1.649, 0.2865]") in words
+    assert ("MulBackward0", "other", "constant flags", "[True, False, False, True]") in words  # 2-d: flat
+    assert ("MulBackward0", "other", "constant (no grad)", "3") in words
+    assert type(columns.role._text) is tuple and columns.role._make is None  # made once, then kept
+    copy = pickle.loads(pickle.dumps(tr.record))
+    assert type(copy.residual_columns.role) is tuple and type(copy.residual_columns.preview) is tuple
+    assert copy == tr.record and tr.record == copy
+    assert tk.load_trace(tr.to_json()).record == tr.record
+    assert columns.role == tuple(columns.role) and hash(columns.role) == hash(tuple(columns.role))

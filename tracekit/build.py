@@ -24,6 +24,7 @@ from .progress import Progress
 from .reader import Node, _Data
 from .rows import (
     CachedValue,
+    Formatted,
     HeldIn,
     Mutation,
     NodeColumns,
@@ -179,6 +180,7 @@ class _Builder:
         if storages[3]:
             storages[3] = tuple(map(tuple, storages[3]))
         residuals = ResidualColumns(*(zip(*self.res) if self.res else (() for _ in ResidualColumns._fields)))
+        residuals = _formatted(residuals, node_columns[0])
         record = Record(
             NodeColumns(*node_columns), residuals, StorageColumns(*storages),
             tuple(self.leaves.items()), tuple(self.leaf_roles.items()),
@@ -297,7 +299,7 @@ class _Builder:
             version, saved_version, modified_by = self.modification(error or "", key, version)
         numel, dtype = t.numel(), t.dtype
         # a plain tensor with a storage read above is strided and has data: no checks to repeat
-        preview = None if numel > 4 else _values_text(t) if storage_object is not None else _preview(t)
+        preview = None if numel > 4 else _values(t) if storage_object is not None else _preview(t)
         res.append((node, slot, tuple(t.shape), _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device,
                     numel * t.element_size(), storage, role, rule, from_node, from_name, place, status, version,
                     error, saved_version, preview, modified_by, made, hook))
@@ -327,7 +329,7 @@ class _Builder:
             self.shapes[shape] = shape
         res.append((node, slot, shape, _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device, numel * t.element_size(),
                     storage, role, rule, from_node, from_name, _GRAPH, _LIVE, version, None, None,
-                    _values_text(t) if numel <= 4 else None, (), made, None))
+                    _values(t) if numel <= 4 else None, (), made, None))
 
     def new_storage(self, key: StorageKey, t: torch.Tensor, device: str | None, storage_object: Any,
                     producer: Any) -> int:
@@ -365,22 +367,21 @@ class _Builder:
         return version, saved_version, tuple(m for m in self.mutations if m.storage == key) if key else ()
 
     def role(self, slot: str, t: torch.Tensor, gnode: Any, key: StorageKey | None,
-             producer: Any, version: int, name: str | None = None) -> tuple[str, int | None, str | None, Role]:
-        """(the role in words, the node that made the value, else the leaf's name, the Role) of a
-        held value `t` (`producer`: its grad_fn, `version`: its version; `name`: gnode's name)."""
+             producer: Any, version: int, name: str | None = None) -> tuple[str | int, int | None, str | None, Role]:
+        """(the role in words, or the code of words made when read: _OUTPUT_OF_THIS, _OUTPUT_OF; the
+        node that made the value, else the leaf's name; the Role) of a held value `t` (`producer`: its
+        grad_fn, `version`: its version; `name`: gnode's name)."""
         position = self.position
         if producer is not None:
             at = position.get(producer)
             if at is None and producer is not gnode and version > 0:
                 return "modified in place after it was saved", None, None, _INTERMEDIATE
         made = _OUTPUT if key in self.output_keys else _INTERMEDIATE
-        if producer is gnode or slot.startswith("result"):
-            at = position[gnode]
-            return f"output of #{at} {name or gnode.name()} (this node)", at, None, made
+        if producer is gnode or slot.startswith("result"):  # the words are made when read (_role_words)
+            return _OUTPUT_OF_THIS, position[gnode], None, made
         if producer is not None:
             if at is not None:
-                rows = self.rows
-                return f"output of #{at} {rows[at][0] if at < len(rows) else producer.name()}", at, None, made
+                return _OUTPUT_OF, at, None, made
             return "intermediate (made outside the traced graph)", None, None, _INTERMEDIATE
         var, is_param = self.names.get(key, (None, False)) if key is not None else (None, False)
         if t.requires_grad or is_param or _is_parameter(t):
@@ -422,6 +423,14 @@ def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int],
             if j is not None and not made[j] and (owner[j] < 0 or mine < owner[j]):
                 owner[j] = mine
     return owner
+
+
+def _formatted(columns: Any, names: tuple[str, ...]) -> Any:
+    """The residual columns with the role words and the previews made when first read (`names`: the
+    nodes' names)."""
+    roles, from_node, previews = columns.role, columns.from_node, columns.preview
+    return columns._replace(role=Formatted(lambda: _role_words(roles, from_node, names)),
+                            preview=Formatted(lambda: map(_preview_text, previews)))
 
 
 def _with_notes(record: Record, backend: str) -> Record:
@@ -480,6 +489,7 @@ _STRIDED, _TENSOR, _PARAMETER_TYPE = torch.strided, torch.Tensor, torch.nn.Param
 _ALL_NEEDED = tuple((True,) * n for n in range(8))  # `needs` of a node whose every input gets a gradient
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
 _TYPES: dict[tuple[type, int], tuple[Any, ...]] = {}
+_OUTPUT_OF_THIS, _OUTPUT_OF = 1, 2  # role codes: `output of #3 MulBackward0 (this node)`, `output of #3 MulBackward0`
 
 
 def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
@@ -513,20 +523,37 @@ def _dtype_text(dtype: torch.dtype) -> str:
     return text
 
 
-def _preview(t: torch.Tensor | None) -> str | None:
-    """The values of a small tensor as text (kept as text, so the trace holds no tensor)."""
+def _preview(t: torch.Tensor | None) -> Any:
+    """The values of a small tensor, read now (the trace holds no tensor) and made text when read
+    (_preview_text)."""
     if t is None or t.numel() > 4 or t.layout != torch.strided or not has_data(t):
         return None
-    return _values_text(t)
+    return _values(t)
 
 
-def _values_text(t: torch.Tensor) -> str | None:
-    """_preview of a strided tensor of at most 4 elements that has data (the caller checked)."""
+def _values(t: torch.Tensor) -> Any:
+    """_preview of a strided tensor of at most 4 elements that has data (the caller checked): a number,
+    or a list of them for a tensor with dimensions."""
     try:
         values = t.tolist()
     except RuntimeError:  # e.g. a real scalar read while a FakeTensorMode is active
         return None
-    if not isinstance(values, list):  # a 0-dim tensor
+    if type(values) is list and t.dim() > 1:
+        return t.detach().reshape(-1).tolist()
+    return values
+
+
+def _preview_text(values: Any) -> str | None:
+    """A preview as text: `0.7311`, `[1, 2, 3]`."""
+    if values is None:
+        return None
+    if type(values) is not list:  # a 0-dim tensor
         return f"{values:.4g}" if isinstance(values, float) else str(values)
-    flat = t.detach().reshape(-1).tolist() if t.dim() > 1 else values
-    return "[" + ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in flat) + "]"
+    return "[" + ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in values) + "]"
+
+
+def _role_words(roles: tuple[str | int, ...], from_node: tuple[int | None, ...], names: tuple[str, ...]) -> list[str]:
+    """The role column in words: a residual that is a node's output was kept as a code (role())."""
+    return [role if type(role) is str else
+            f"output of #{at} {names[at]} (this node)" if role == _OUTPUT_OF_THIS else f"output of #{at} {names[at]}"
+            for role, at in zip(roles, from_node)]

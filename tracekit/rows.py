@@ -5,6 +5,7 @@ when the record is read (`Node`, `Residual`, ...) are in reader.py; `Trace` is i
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any, NamedTuple
@@ -135,6 +136,46 @@ class StorageRow(NamedTuple):
     is_parameter: bool
     is_output: bool
     leaf_role: Role | None  # INPUT or PARAMETER when a leaf that gets a gradient owns it
+
+
+class Formatted(Sequence):
+    """A text column made when it is first read (`make` returns its values): the build keeps what
+    role words and value previews are made of, and a view, JSON or pickle reads the text. It reads,
+    compares and pickles as the tuple of its text."""
+
+    __slots__ = ("_make", "_text")
+
+    def __init__(self, make: Callable[[], Sequence[Any]]) -> None:
+        self._make: Callable[[], Sequence[Any]] | None = make
+        self._text: tuple[Any, ...] | None = None
+
+    def text(self) -> tuple[Any, ...]:
+        """The column as a tuple (made on the first read, then kept)."""
+        if self._text is None:
+            assert self._make is not None
+            self._text, self._make = tuple(self._make()), None
+        return self._text
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.text()[i]
+
+    def __len__(self) -> int:
+        return len(self.text())
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.text())
+
+    def __eq__(self, other: object) -> bool:
+        return self.text() == (other.text() if isinstance(other, Formatted) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.text())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (tuple, (self.text(),))
+
+    def __repr__(self) -> str:
+        return repr(self.text())
 
 
 def _columns(name: str, row: type) -> Any:
