@@ -125,9 +125,8 @@ class _Builder:
         self.leaf_roles: dict[str, Role] = {}
         self.label_of: dict[Any, str] = {}  # leaf node -> its label (each leaf is looked up once)
         self.storage_index: dict[StorageKey, int] = {}
-        self.storage_rows: list[tuple[Any, ...]] = []  # one tuple per storage (its residuals: a list while building)
+        self.storage_rows: list[tuple[Any, ...]] = []  # one tuple per storage (its residuals: made when read)
         self.weaks: list[int] = []  # one weak reference per storage
-        self.members: list[list[int]] = []  # per storage: its residuals (the storage row's list)
         self.shapes: dict[tuple[int, ...], tuple[int, ...]] = {}  # each shape seen, as one plain tuple
         self.res: list[tuple[Any, ...]] = []  # one plain tuple per residual: the columns are these, transposed
         self.position: dict[Any, int] = {}
@@ -177,9 +176,9 @@ class _Builder:
                         for t in self.outputs]
         position = self.position
         storages = [*zip(*self.storage_rows)] if self.storage_rows else [() for _ in StorageColumns._fields]
-        if storages[3]:
-            storages[3] = tuple(map(tuple, storages[3]))
         residuals = ResidualColumns(*(zip(*self.res) if self.res else (() for _ in ResidualColumns._fields)))
+        storage_of, n_storages = residuals.storage, len(self.storage_rows)
+        storages[3] = Formatted(lambda: _members(storage_of, n_storages))  # each storage's residuals, when read
         residuals = _formatted(residuals, node_columns[0])
         record = Record(
             NodeColumns(*node_columns), residuals, StorageColumns(*storages),
@@ -293,7 +292,6 @@ class _Builder:
             storage = self.storage_index.get(key)
             if storage is None:
                 storage = self.new_storage(key, t, device, storage_object, producer)
-            self.members[storage].append(len(res))
         saved_version, modified_by = None, ()
         if status is _MODIFIED:
             version, saved_version, modified_by = self.modification(error or "", key, version)
@@ -321,7 +319,6 @@ class _Builder:
         storage = self.storage_index.get(key)
         if storage is None:
             storage = self.new_storage(key, t, device, storage_object, producer)
-        self.members[storage].append(len(res))
         numel, dtype, size = t.numel(), t.dtype, t.shape
         shape = self.shapes.get(size)  # one tuple per distinct shape (fewer objects for the collector)
         if shape is None:
@@ -349,9 +346,7 @@ class _Builder:
         if storage_object is None:
             storage_object = t.untyped_storage()
         index = self.storage_index[key] = len(self.storage_rows)
-        members: list[int] = []
-        self.members.append(members)
-        self.storage_rows.append((key, storage_object.nbytes(), device or device_text(t.device), members,
+        self.storage_rows.append((key, storage_object.nbytes(), device or device_text(t.device), None,
                                   (var,) if var else (), bool(is_param), key in self.output_keys, leaf_role))
         self.weaks.append(storage_weak_ref(storage_object))
         return index
@@ -431,6 +426,15 @@ def _formatted(columns: Any, names: tuple[str, ...]) -> Any:
     roles, from_node, previews = columns.role, columns.from_node, columns.preview
     return columns._replace(role=Formatted(lambda: _role_words(roles, from_node, names)),
                             preview=Formatted(lambda: map(_preview_text, previews)))
+
+
+def _members(storage_of: tuple[int | None, ...], n: int) -> list[tuple[int, ...]]:
+    """Each storage's residuals (`storage_of`: each residual's storage, `n`: how many storages)."""
+    members: list[list[int]] = [[] for _ in range(n)]
+    for j, k in enumerate(storage_of):
+        if k is not None:
+            members[k].append(j)
+    return [tuple(m) for m in members]
 
 
 def _with_notes(record: Record, backend: str) -> Record:
