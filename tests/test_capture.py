@@ -1,5 +1,6 @@
 """Residuals come from the runtime; roles, rules, attributes; source lines; bad input."""
 
+import importlib
 import sys
 
 import pytest
@@ -239,3 +240,19 @@ def test_an_unhashable_callable_passed_to_torch_function_is_recorded_by_name():
     tr = cap.trace(z)
     assert [n.call for n in tr.nodes] == ["my_call", "sum"]
     assert torch.equal(y, a * 3)
+
+
+def test_the_call_names_kept_per_function_stay_bounded():
+    capture_module = importlib.import_module("tracekit.capture")  # tk.capture, the class, shadows the module
+
+    a = torch.randn(2, requires_grad=True)
+    with tk.capture() as cap:
+        for k in range(capture_module._CALLS_KEPT + 10):  # a new function each time, as a re-run cell makes
+            def op(t, k=k):
+                return t * 2
+
+            op.__name__ = f"op{k}"
+            y = torch.overrides.handle_torch_function(op, (a,), a)
+        z = y.sum()
+    assert len(capture_module._CALLS) <= capture_module._CALLS_KEPT
+    assert [n.call for n in cap.trace(z).nodes] == [f"op{capture_module._CALLS_KEPT + 9}", "sum"]

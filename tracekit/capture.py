@@ -26,6 +26,7 @@ _active = threading.local()
 _compiling = torch.compiler.is_compiling
 _NEXT_SEQUENCE_NR = NEXT_SEQUENCE_NR
 _CALLS: dict[Any, tuple[str, bool]] = {}  # torch function -> (its name, whether it writes in place)
+_CALLS_KEPT = 4096  # at most this many
 BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 OnBackward = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (func, args, kwargs) -> its result
 
@@ -39,6 +40,8 @@ def _call_info(func: Any) -> tuple[str, bool]:
     builtin's `__name__` is a new string at every read)."""
     call = getattr(func, "__name__", None) or str(func)
     info = (call, _is_inplace(call))
+    if len(_CALLS) >= _CALLS_KEPT:  # functions made at run time (a Function class per cell run): keep no pile
+        _CALLS.clear()
     with contextlib.suppress(TypeError):  # an unhashable callable: read each time
         _CALLS[func] = info
     return info
