@@ -157,7 +157,7 @@ class _Builder:
         seq = list(map(SEQUENCE_NR, graph_nodes))  # each node's sequence number, read once
         owners = _owners(seq, self.sources, nexts, self.position) if self.sources is not None else None
         texts: dict[tuple[int, int], str] = {}  # each place's line as text, made once per trace
-        lines = {first: (where_at(texts, code, offset), call)
+        lines = {first: (texts.get((id(code), offset)) or where_at(texts, code, offset), call)  # a place seen: no call
                  for first, (_, code, offset, call) in self.sources.items()} if self.sources else {}
         sources = [lines[o] if o >= 0 else (None, None) for o in owners] if owners is not None else None
         modules = self.modules

@@ -106,36 +106,46 @@ class Observer:
         return before
 
     def settle(self) -> None:
-        """Record what the last step released and which watched storages died since."""
+        """Record what the last step released and which watched storages died since: those the graph
+        let go of before (still pending), then those it let go of at this step."""
+        k = len(self.order) - 1
+        if self.pending:
+            self._recheck(k)
         i = self.last
         count = self.count[i]
-        if count and not self.keep:
-            if self.live is None:
-                first = self.first[i]
-                held: range | list[int] | None = range(first, first + count)
+        if not count or self.keep:
+            return
+        if self.live is None:
+            first = self.first[i]
+            held: range | list[int] | None = range(first, first + count)
+        else:
+            held = self.live.pop(i, None)
+        if not held or not is_released(self.last_node, self.slot[held[0]]):
+            return
+        self.released[k] = held  # a tuple in finish()
+        storage, unreleased, released_at, watched = self.storage, self.unreleased, self.released_at, self.watched
+        for j in held:
+            released_at[j] = k
+            s = storage[j]
+            if s is not None:
+                left = unreleased[s] = unreleased[s] - 1
+                if not left and watched[s]:  # the graph let go of it entirely: gone now, or watched
+                    if weak_expired(self.weaks[s]):
+                        self.freed_at[s] = k
+                        self.freed[k] = (*self.freed[k], s)
+                    else:
+                        self.pending.append(s)
+
+    def _recheck(self, k: int) -> None:
+        """Which storages the graph let go of earlier are gone now: freed at step k."""
+        expired, weaks, freed_at, still = weak_expired, self.weaks, self.freed_at, []
+        for s in self.pending:
+            if expired(weaks[s]):
+                freed_at[s] = k
+                self.freed[k] = (*self.freed[k], s)
             else:
-                held = self.live.pop(i, None)
-            if held and is_released(self.last_node, self.slot[held[0]]):
-                k = len(self.order) - 1
-                self.released[k] = held  # a tuple in finish()
-                storage, unreleased, released_at = self.storage, self.unreleased, self.released_at
-                watched = self.watched
-                for j in held:
-                    released_at[j] = k
-                    s = storage[j]
-                    if s is not None:
-                        left = unreleased[s] = unreleased[s] - 1
-                        if not left and watched[s]:  # the graph let go of it entirely
-                            self.pending.append(s)
-        if self.pending:
-            k, expired, weaks, freed_at, still = len(self.order) - 1, weak_expired, self.weaks, self.freed_at, []
-            for s in self.pending:
-                if expired(weaks[s]):
-                    freed_at[s] = k
-                    self.freed[k] = (*self.freed[k], s)
-                else:
-                    still.append(s)
-            self.pending = still
+                still.append(s)
+        self.pending = still
 
     def finish(self) -> Lifetimes:
         """After backward: settle the last step, say who still holds what was not freed, and
