@@ -88,13 +88,13 @@ class Observer:
         """`before(node)`, for the engine's pre-hook: the engine is about to run `node`'s rule, so
         settle the previous step and record this one (a closure: each step reads locals)."""
         index_of, order, released, freed, settle = self.index_of, self.order, self.released, self.freed, self.settle
-        on_step, data = self.on_step, self.trace._data
+        on_step, data, count = self.on_step, self.trace._data, self.count
 
         def before(gnode: Any) -> None:
             i = index_of(gnode)
             if i is None:  # a node outside this trace (cannot happen for the engine's own task)
                 return
-            if order:
+            if order and (self.pending or count[self.last]):  # else the last step had nothing to settle
                 settle()
             self.last, self.last_node = i, gnode
             order.append(i)
