@@ -26,8 +26,17 @@ def error_of(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str | None:
 
 
 def predicted(storages: list[Any], device: str) -> int:
-    """Bytes the allocator hands out for these storages on this device."""
-    return sum(allocated_bytes(s.nbytes, device) for s in storages)
+    """Bytes this device's allocator hands out for these storages: a storage elsewhere (a Python
+    number's 0-dim CPU tensor saved beside CUDA tensors, say) takes none of them."""
+    return sum(allocated_bytes(s.nbytes, device) for s in storages if _same_device(s.device, device))
+
+
+def _same_device(a: str | None, b: str) -> bool:
+    """`cuda:0` is on `cuda` (the current one) and on `cuda:0`; `cpu` is not on `cuda`."""
+    if a is None:  # not known: counted, as before
+        return True
+    da, db = torch.device(a), torch.device(b)
+    return da.type == db.type and (da.index is None or db.index is None or da.index == db.index)
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
