@@ -98,7 +98,8 @@ class MemoryProbe:
         self.result: Measurement | None = None
         self._marks: list[tuple[str, int, float, int]] = []  # CUDA: label, bytes, time, reserved
         self._labels: list[str] = []  # CPU: mark i is a sentinel allocation of _SENTINEL + i bytes
-        self._sentinels: list[tuple[str, int, int]] = []  # label, bytes, pointer of each mark's probe
+        # label, bytes, pointer of each mark's probe (CUDA: and the allocator's total just before it)
+        self._sentinels: list[tuple[Any, ...]] = []
         self._profiler: Any = None
         self._allocations = allocations  # also record every allocation (pointer, size) in order
         self._collect = collect  # run the full cycle collector first (slow in a big process)
@@ -122,13 +123,13 @@ class MemoryProbe:
         """Record the live bytes at this point of the program under `label`."""
         if self.device.type == "cuda":
             synchronize(self.device)
-            live = torch.cuda.memory_allocated(self.device) - self._start
+            allocated = torch.cuda.memory_allocated(self.device)
             reserved = torch.cuda.memory_reserved(self.device)
-            self._marks.append((label, live, time.perf_counter() - self._t0, reserved))
-            if self._allocations:
+            self._marks.append((label, allocated - self._start, time.perf_counter() - self._t0, reserved))
+            if self._allocations:  # the probe's event is the one of its size and address at this total
                 size = _CUDA_SENTINEL * (len(self._sentinels) + 1)
                 probe = torch.empty(size, dtype=torch.uint8, device=self.device)
-                self._sentinels.append((label, size, probe.data_ptr()))
+                self._sentinels.append((label, size, probe.data_ptr(), allocated))
                 del probe
         else:
             self._labels.append(label)
@@ -178,26 +179,55 @@ def _allocation_events(prof: Any, device: torch.device) -> list[tuple[int, int, 
     return out
 
 
-def _allocation_stream(prof: Any, device: torch.device, sentinels: list[tuple[str, int, int]]) -> AllocationStream:
+def _allocation_stream(prof: Any, device: torch.device, sentinels: list[tuple[Any, ...]]) -> AllocationStream:
     """The region's allocations in order, each mark placed where its probe allocation happened."""
-    raw = _allocation_events(prof, device)
+    return stream_from_events(_allocation_events(prof, device), device, sentinels)
+
+
+RawEvent = tuple[int, int, int, int, int]  # (time, pointer, signed bytes, total allocated, total reserved)
+
+
+def stream_from_events(raw: list[RawEvent], device: torch.device,
+                       sentinels: list[tuple[Any, ...]]) -> AllocationStream:
+    """The AllocationStream from the profiler's allocation events (`sentinels`: each mark's label,
+    probe size and pointer, and on CUDA the allocator's total just before the probe: a 512-byte
+    probe's size and address alone also match an ordinary allocation made earlier at that address).
+    The marks' probes are taken out. On CUDA every event also carries
+    the allocator's total, so a free the profiler did not report (seen with torch 2.11 on an H200:
+    a few per step) shows as a gap in the totals and is put back where it happened: a probe's is
+    dropped, another's is given the pointer of the live allocation of that size (the one whose
+    address is handed out again next, where several fit)."""
+    cuda = device.type == "cuda"
     events: list[tuple[int, int]] = []
     reserved: list[int] = []
     marks: list[tuple[str, int]] = []
     allocated_at_start = reserved_at_start = None
     pending = list(sentinels)
-    probe_ptr: int | None = None  # the live probe allocation whose free is skipped
-    for _, ptr, nbytes, total, total_reserved in raw:
-        if pending and nbytes == pending[0][1] and ptr == pending[0][2]:
+    probes: dict[int, int] = {}  # a mark's probe allocation not seen freed yet: pointer -> bytes
+    live: dict[int, int] = {}  # pointer -> bytes of each allocation seen and not freed
+    total_before: int | None = None
+    for i, (_, ptr, nbytes, total, total_reserved) in enumerate(raw):
+        if cuda and total_before is not None and total - nbytes < total_before:
+            for gone, size in _unreported_frees(total_before - (total - nbytes), i, raw, probes, live):
+                if marks:
+                    events.append((gone, -size))
+                    reserved.append(reserved[-1] if reserved else total_reserved)
+        total_before = total
+        if pending and nbytes == pending[0][1] and ptr == pending[0][2] and (
+                len(pending[0]) < 4 or total - nbytes == pending[0][3]):
             label = pending.pop(0)[0]
             if not marks:
                 allocated_at_start, reserved_at_start = total - nbytes, total_reserved
             marks.append((label, len(events)))
-            probe_ptr = ptr
+            probes[ptr] = nbytes
             continue
-        if probe_ptr is not None and ptr == probe_ptr and nbytes < 0:
-            probe_ptr = None
+        if nbytes < 0 and probes.get(ptr) == -nbytes:  # the probe's own free
+            del probes[ptr]
             continue
+        if nbytes > 0:
+            live[ptr] = nbytes
+        else:
+            live.pop(ptr, None)
         if not marks:
             continue  # before the first mark: not part of the measured region
         events.append((ptr, nbytes))
@@ -205,9 +235,40 @@ def _allocation_stream(prof: Any, device: torch.device, sentinels: list[tuple[st
     if pending:
         raise TracekitError(f"{len(pending)} marks were not found in the allocator's event stream: "
                             "measure again (nothing else should allocate the same sizes meanwhile).")
-    cuda = device.type == "cuda"
     return AllocationStream(str(device), events, marks, reserved if cuda else None,
                             allocated_at_start if cuda else None, reserved_at_start if cuda else None)
+
+
+def _unreported_frees(missing: int, at: int, raw: list[RawEvent], probes: dict[int, int],
+                      live: dict[int, int]) -> list[tuple[int, int]]:
+    """The free behind `missing` bytes the allocator's total lost before event `at` without an
+    event: [(pointer, bytes)] of the live allocation freed, or [] for a mark's probe (both maps lose
+    what was freed). Of the probes and live allocations of that size, the one whose address is
+    handed out again first (it must have been freed), else the latest probe, else the first live
+    one. A gap nothing of that size explains is left as it is."""
+    fits = [p for p, size in probes.items() if size == missing] + [p for p, size in live.items() if size == missing]
+    if not fits:
+        return []
+    gone = fits[0] if len(fits) == 1 else _freed_first(fits, raw[at:]) or (
+        max((p for p in fits if p in probes), key=list(probes).index, default=fits[0]))
+    if probes.get(gone) == missing:
+        del probes[gone]
+        return []
+    del live[gone]
+    return [(gone, missing)]
+
+
+def _freed_first(pointers: list[int], later: list[RawEvent]) -> int | None:
+    """Of these live addresses, the first handed out again before any free of it (None: none is)."""
+    undecided = set(pointers)
+    for _, ptr, nbytes, _, _ in later:
+        if ptr in undecided:
+            if nbytes > 0:
+                return ptr
+            undecided.discard(ptr)
+            if not undecided:
+                return None
+    return None
 
 
 def _from_profiler(prof: Any, labels: list[str], seconds: float) -> Measurement:
