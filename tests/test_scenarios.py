@@ -325,3 +325,16 @@ def test_seeded_mlp_variants():
     assert torch.equal(torch.randn(4, generator=gen), torch.randn(4, generator=ref))  # where the caller goes on
     single, _ = seeded_mlp((6, 1), torch.nn.Tanh, scale=1.0, seed=7)
     assert [type(m).__name__ for m in single] == ["Linear"]
+
+
+def test_a_prediction_counts_only_the_storages_on_the_measured_device():
+    # lesson 3's program on the meta device: h lives there, the saved Python number 2 is a 0-dim CPU
+    # tensor (PyTorch's rule for numbers, on CUDA too), which the device's allocator never sees
+    from tracekit.scenarios.common import predicted
+    from tracekit.scenarios.programs import shared_views
+
+    tr = tk.trace(shared_views(torch.randn(N, device="meta", requires_grad=True)))
+    owned = tr.graph_owned_storages()
+    assert sorted((s.device, s.nbytes) for s in owned) == [("cpu", 8), ("meta", N * 4)]
+    assert predicted(owned, "meta") == N * 4 and predicted(owned, "cpu") == 8
+    assert predicted(owned, "cuda") == predicted(owned, "cuda:1") == 0
