@@ -412,3 +412,34 @@ def test_the_course_notebooks_carry_this_release(tmp_path):
     assert len(copied) == len(IDS)
     for path in copied:
         assert read(path, "ann").release == __version__, path.name
+
+
+def test_a_rerun_with_another_secret_regrades():
+    """Each student's inputs are drawn from the secret: a report graded under one secret does not
+    hold under another (nor under the results key, the default), and says so without the secret."""
+    from tracekit.grading.grader import Submitted, _why_regrade, secret_id
+
+    first, second = b"s" * 16, b"t" * 16
+    now = Submitted((("ann/ex01.ipynb", "0" * 64),))
+    done = make_report("ann", [raw_part("ex01", [1, 1, 1])], [], 0.1, submission=now, secret=first)
+    assert done.secret_id == secret_id(first) and first.hex() not in json.dumps(done.to_json())
+    assert StudentReport.from_json(json.loads(json.dumps(done.to_json()))).secret_id == done.secret_id
+    options = Options()
+    assert _why_regrade(done, "ann", now, options, True, secret_id(first)) is None
+    assert "secret" in _why_regrade(done, "ann", now, options, True, secret_id(second))
+    assert secret_id(first) != secret_id(second) and len(secret_id(first)) == 16
+
+
+def test_the_run_counts_the_students_whose_notebook_could_not_be_read():
+    """`tracekit grade`'s last line: how many were graded, and how many of them had a notebook that
+    could not be read (their grades.csv row is 0 of what was assigned, the problem says why)."""
+    from tracekit.cli import _graded_line
+
+    unread = ExerciseResult("broken.ipynb", None, 0.0, 0, problem="broken.ipynb is not a valid notebook",
+                            status=NOT_GRADED)
+    alone = make_report("broken", [unread], [], 0.1)
+    fine = make_report("ann", [raw_part("ex01", [1, 0, 1])], [], 0.1)
+    assert _graded_line([alone]) == ("graded 1 student (1 with a notebook that could not be read: grades.csv's "
+                                     "problems say which)")
+    assert _graded_line([alone, fine, alone]).startswith("graded 3 students (2 with")
+    assert _graded_line([fine]) == "graded 1 student" and _graded_line([]) == "graded 0 students"

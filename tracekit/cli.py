@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .grading.report import StudentReport
 
 USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
 # what --timeout means, the same in grade, check and autograder (they run one sandbox)
@@ -224,7 +228,7 @@ def _grade(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 2
     for note in book.notes:
         print(f"note: {note}", file=sys.stderr)
-    print(f"graded {len(reports)} students; results in {out}, class CSV in {out / 'grades.csv'}")
+    print(f"{_graded_line(reports)}; results in {out}, class CSV in {out / 'grades.csv'}")
     unread = [p for r in reports for p in r.exercises if p.exercise is None]
     if submissions.is_file() and unread:
         print(f"tracekit grade: {unread[0].notebook}: {unread[0].problem}", file=sys.stderr)
@@ -243,6 +247,17 @@ def _not_a_folder(out: object) -> str | None:
     if above is not None and not above.is_dir():
         return f"--out {out}: {above} is a file, so no folder can be made there"
     return None
+
+
+def _graded_line(reports: list[StudentReport]) -> str:
+    """`graded 3 students (1 with a notebook that could not be read: ...)`: this run's count."""
+    from .grading.report import NOT_GRADED
+
+    unread = sum(1 for r in reports if any(p.exercise is None or p.status == NOT_GRADED for p in r.exercises))
+    line = f"graded {len(reports)} student{'' if len(reports) == 1 else 's'}"
+    if unread:
+        line += f" ({unread} with a notebook that could not be read: grades.csv's problems say which)"
+    return line
 
 
 def _not_submissions(path: object) -> str | None:

@@ -69,7 +69,8 @@ from .submission import MAX_NOTEBOOK_BYTES, Notebook, SubmissionError, discover_
 __all__ = ["ASSIGNMENT", "CSV_NAME", "KEY", "MANIFEST", "MAX_ITEMS", "MAX_REPORT_BYTES", "MAX_TEXT", "REPORT",
            "RESERVED", "RESULTS", "Options", "check_isolation", "folder_for", "grade_all", "grade_notebook",
            "grade_student", "gradescope", "in_shard", "load_report", "make_report", "not_submitted", "outcomes",
-           "parse_exercises", "parse_shard", "read_secret", "student_seed", "write_atomic", "write_report"]
+           "parse_exercises", "parse_shard", "read_secret", "secret_id", "student_seed", "write_atomic",
+           "write_report"]
 
 MAX_NOTEBOOKS = 40  # notebooks of one student that are looked at
 _clamp, _key = clamp, results_key  # the names autograder.py and older tests import
@@ -114,6 +115,12 @@ def student_seed(secret: bytes, exercise_id: str, student: str, content: str = "
     one can compute them without the secret."""
     message = f"tracekit-seed\0{exercise_id}\0{student}\0{content}".encode("utf-8", "surrogatepass")
     return int.from_bytes(hmac.new(secret, message, hashlib.sha256).digest()[:8], "big") >> 1
+
+
+def secret_id(secret: bytes) -> str:
+    """Which secret a grading drew its inputs from, said without the secret (an HMAC of a fixed
+    text under it): a rerun with another secret regrades, as its students' inputs change."""
+    return hmac.new(secret, b"tracekit-secret-id", hashlib.sha256).hexdigest()[:16]
 
 
 def parse_exercises(text: str | None) -> tuple[str, ...] | None:
@@ -279,9 +286,10 @@ def outcomes(part: ExerciseResult | dict) -> list[str]:
 def make_report(student: str, parts: list[ExerciseResult | dict], problems: list[str], seconds: float,
                 complete: bool = True, assigned: tuple[str, ...] | None = None,
                 submission: Submitted | dict | None = None, shard: tuple[int, int] | None = None,
-                reason: str | None = None) -> StudentReport:
+                reason: str | None = None, secret: bytes | None = None) -> StudentReport:
     """A student's report, with scores clamped to what the exercise definitions allow and every
-    text from a sandbox cut to size (raw parts are parsed at this boundary)."""
+    text from a sandbox cut to size (raw parts are parsed at this boundary; `secret`: the one the
+    inputs were drawn from, recorded as its secret_id)."""
     typed = tuple(_part(p) for p in parts)
     ids = list(assigned) if assigned is not None else [p.exercise for p in typed if p.exercise is not None]
     most = sum(get(e).max_score for e in ids)
@@ -296,7 +304,8 @@ def make_report(student: str, parts: list[ExerciseResult | dict], problems: list
         problems=cut_all(named, 4 * MAX_ITEMS), folder=folder_for(student), tracekit=__version__,
         graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), isolation=isolation.detect().describe() + started,
         complete=complete, assigned=tuple(assigned) if assigned is not None else None, seconds=round(seconds, 2),
-        submission=submission, shard=tuple(shard) if shard else None, regraded=reason)
+        submission=submission, shard=tuple(shard) if shard else None, regraded=reason,
+        secret_id=secret_id(secret) if secret else "")
 
 
 def grade_student(student: str, notebooks: list[Notebook | Path], out: Path, options: Options,
@@ -339,7 +348,7 @@ def grade_student(student: str, notebooks: list[Notebook | Path], out: Path, opt
         if exercise_id not in graded:
             parts.append(not_submitted(exercise_id, unreadable))
     report = make_report(student, parts, extra, time.monotonic() - started, assigned=assigned,
-                         submission=submission, shard=options.shard, reason=reason)
+                         submission=submission, shard=options.shard, reason=reason, secret=options.secret)
     write_report(out, report, key if key is not None else results_key(out, create=True))
     return report
 
@@ -350,8 +359,9 @@ def _fingerprint(notebooks: list[Notebook], problems: list[str]) -> Submitted:
 
 
 def _why_regrade(done: StudentReport | None, student: str, now: Submitted, options: Options,
-                 planted: bool) -> str | None:
-    """None when the report on file still holds; else why this student is graded (again)."""
+                 planted: bool, secret: str = "") -> str | None:
+    """None when the report on file still holds; else why this student is graded (again) (`secret`:
+    the secret_id of the secret this run draws inputs from)."""
     if options.force:
         return "--force"
     if done is None:
@@ -371,6 +381,8 @@ def _why_regrade(done: StudentReport | None, student: str, now: Submitted, optio
         return "the assignment changed"
     if done.tracekit != __version__:
         return f"graded by tracekit {done.tracekit}"
+    if secret and done.secret_id != secret:
+        return "the secret the inputs are drawn from changed (--secret-file)"
     return None
 
 
@@ -474,11 +486,12 @@ def _grade_found(found: Any, submissions: Path, out: Path, options: Options,
         write_assignment(out, options.exercises, key)
     todo: list[tuple[str, str, Submitted]] = []
     kept = 0
+    drawn_from = secret_id(options.secret or key)
     for s in mine:
         now = _fingerprint(found.notebooks[s], found.problems.get(s, []))
         folder = folder_for(s)
         done = existing.get(folder)
-        why = _why_regrade(done, s, now, options, has_report(out, folder))
+        why = _why_regrade(done, s, now, options, has_report(out, folder), drawn_from)
         if why is None:
             kept += 1
             _keep(out, folder, done)
@@ -521,7 +534,7 @@ def _grade_each(todo: list[tuple[str, str, Submitted]], found: Any, out: Path, o
             except Exception as err:  # noqa: BLE001 - one broken submission never stops the batch
                 why = f"grading failed ({type(err).__name__}: {str(err)[:300]}); rerun to retry"
                 report = make_report(student, [], [why, *found.problems.get(student, [])], 0.0, complete=False,
-                                     assigned=options.exercises, shard=options.shard)
+                                     assigned=options.exercises, shard=options.shard, secret=options.secret)
                 with contextlib.suppress(OSError):
                     write_report(out, report, key)
                 say(f"[{done_count}/{len(todo)}] {student}: {why}")

@@ -317,6 +317,7 @@ class StudentReport(_Fields):
     submission: Submitted | None = None
     shard: tuple[int, int] | None = None
     regraded: str | None = None
+    secret_id: str = ""  # which secret the inputs were drawn from (grader.secret_id: not the secret)
     extra: tuple[tuple[str, Any], ...] = field(default=(), compare=False)  # fields a newer grader wrote
 
     @property
@@ -336,7 +337,8 @@ class StudentReport(_Fields):
                 "max_score": self.max_score, "exercises": [p.to_json() for p in self.exercises],
                 "problems": list(self.problems), "seconds": self.seconds,
                 "submission": self.submission.to_json() if self.submission else None,
-                "shard": list(self.shard) if self.shard else None, "regraded": self.regraded}
+                "shard": list(self.shard) if self.shard else None, "regraded": self.regraded,
+                **({"secret_id": self.secret_id} if self.secret_id else {})}
 
     @classmethod
     def from_json(cls, raw: Raw) -> StudentReport:
@@ -359,7 +361,7 @@ class StudentReport(_Fields):
             seconds=clamp(raw.get("seconds"), 1e9), submission=Submitted.from_json(raw.get("submission")),
             shard=(shard[0], shard[1]) if isinstance(shard, list) and len(shard) == 2
             and all(_int_or_none(s) is not None for s in shard) else None,
-            regraded=_str_or_none(raw.get("regraded")),
+            regraded=_str_or_none(raw.get("regraded")), secret_id=cut(raw.get("secret_id") or "", 64),
             extra=tuple((k, v) for k, v in raw.items() if k not in known))
 
     def gradescope(self) -> dict[str, Any]:
