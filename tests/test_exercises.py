@@ -162,3 +162,25 @@ def test_self_check_reports_an_answer_whose_cell_no_longer_compiles():
         InteractiveShell.clear_instance()  # later tests run outside IPython
     assert results["q1"]["status"] == "missing" and "syntax error" in results["q1"]["message"]
     assert results["q2"]["status"] == "missing" and "syntax error" not in results["q2"]["message"]
+
+
+def test_the_corpus_readme_lists_every_variant_as_its_header_says():
+    """tests/corpus/README.md's tables are what each variant's `# expect:` header says (test_corpus grades
+    against the headers): every file listed, none listed twice, no row for a file that is gone."""
+    import re
+
+    corpus = ROOT / "tests" / "corpus"
+    text = (corpus / "README.md").read_text(encoding="utf-8")
+    rows: list[tuple[tuple[str, str], str]] = []
+    parts = re.split(r"^### (ex\d\d)\s*$", text, flags=re.M)
+    for i in range(1, len(parts), 2):
+        body = parts[i + 1].split("\n## ")[0]
+        rows += [((parts[i], m[0]), m[1].strip()) for m in re.findall(r"^\| `([^`]+\.py)` \| ([^|]+) \|", body, re.M)]
+    table = re.findall(r"^\| (ex\d\d) \| `([^`]+\.py)` \| ([^|]+) \|", text, re.M)  # the exercise-file-expect table
+    rows += [((ex, name), expect.strip()) for ex, name, expect in table]
+    listed = dict(rows)
+    assert len(listed) == len(rows), "a variant listed twice"
+    headers = {(f.parent.name, f.name): re.search(r"^# expect:(.*)$", f.read_text(encoding="utf-8", errors="replace"),
+                                                   re.M).group(1).strip()
+               for f in corpus.glob("ex*/*.py")}
+    assert listed == headers
