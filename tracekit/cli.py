@@ -250,10 +250,9 @@ def _not_a_folder(out: object) -> str | None:
 
 
 def _graded_line(reports: list[StudentReport]) -> str:
-    """`graded 3 students (1 with a notebook that could not be read: ...)`: this run's count."""
-    from .grading.report import NOT_GRADED
-
-    unread = sum(1 for r in reports if any(p.exercise is None or p.status == NOT_GRADED for p in r.exercises))
+    """`graded 3 students (1 with a notebook that could not be read: ...)`: this run's count (a
+    notebook that could not be read is a part with no exercise)."""
+    unread = sum(1 for r in reports if any(p.exercise is None for p in r.exercises))
     line = f"graded {len(reports)} student{'' if len(reports) == 1 else 's'}"
     if unread:
         line += f" ({unread} with a notebook that could not be read: grades.csv's problems say which)"

@@ -159,6 +159,12 @@ class MemoryProbe:
             self.result.allocations = _allocation_stream(self._profiler, self.device, self._sentinels)
 
 
+def on_device(where: torch.device, device: torch.device) -> bool:
+    """Whether memory on `where` is counted by `device`'s allocator (`cuda` is any CUDA device,
+    `cuda:1` that one only; `cpu` is never `cuda`)."""
+    return where.type == device.type and (device.index is None or where.index is None or where.index == device.index)
+
+
 def _allocation_events(prof: Any, device: torch.device) -> list[tuple[int, int, int, int, int]]:
     """(time, pointer, bytes, total allocated, total reserved) of every allocation event on `device`."""
     _EventType = profiler_event_types()
@@ -171,8 +177,7 @@ def _allocation_events(prof: Any, device: torch.device) -> list[tuple[int, int, 
         if node.typed[0] != _EventType.Allocation:
             continue
         f = node.extra_fields
-        dev = f.device
-        if dev.type != device.type or (device.index is not None and dev.index != device.index):
+        if not on_device(f.device, device):
             continue
         out.append((node.start_time_ns, f.ptr, f.alloc_size, f.total_allocated, f.total_reserved))
     out.sort(key=lambda e: e[0])
@@ -204,7 +209,7 @@ def stream_from_events(raw: list[RawEvent], device: torch.device,
     allocated_at_start = reserved_at_start = None
     pending = list(sentinels)
     probes: dict[int, int] = {}  # a mark's probe allocation not seen freed yet: pointer -> bytes
-    live: dict[int, int] = {}  # pointer -> bytes of each allocation seen and not freed
+    live: dict[int, int] = {}  # CUDA: pointer -> bytes of each allocation seen and not freed
     total_before: int | None = None
     for i, (_, ptr, nbytes, total, total_reserved) in enumerate(raw):
         if cuda and total_before is not None and total - nbytes < total_before:
@@ -224,10 +229,11 @@ def stream_from_events(raw: list[RawEvent], device: torch.device,
         if nbytes < 0 and probes.get(ptr) == -nbytes:  # the probe's own free
             del probes[ptr]
             continue
-        if nbytes > 0:
-            live[ptr] = nbytes
-        else:
-            live.pop(ptr, None)
+        if cuda:  # what a gap in the totals can be a free of
+            if nbytes > 0:
+                live[ptr] = nbytes
+            else:
+                live.pop(ptr, None)
         if not marks:
             continue  # before the first mark: not part of the measured region
         events.append((ptr, nbytes))

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..memory import synchronize
+from ..memory import on_device, synchronize
 from ..storage import allocated_bytes
 
 USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
@@ -28,15 +28,9 @@ def error_of(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> str | None:
 def predicted(storages: list[Any], device: str) -> int:
     """Bytes this device's allocator hands out for these storages: a storage elsewhere (a Python
     number's 0-dim CPU tensor saved beside CUDA tensors, say) takes none of them."""
-    return sum(allocated_bytes(s.nbytes, device) for s in storages if _same_device(s.device, device))
-
-
-def _same_device(a: str | None, b: str) -> bool:
-    """`cuda:0` is on `cuda` (the current one) and on `cuda:0`; `cpu` is not on `cuda`."""
-    if a is None:  # not known: counted, as before
-        return True
-    da, db = torch.device(a), torch.device(b)
-    return da.type == db.type and (da.index is None or db.index is None or da.index == db.index)
+    measured = torch.device(device)
+    return sum(allocated_bytes(s.nbytes, device) for s in storages
+               if s.device is None or on_device(torch.device(s.device), measured))  # no device known: counted
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
