@@ -8,8 +8,9 @@ freed after step f is alive at points 0..f; one nothing frees stays alive to the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from ..reader import Storage, TraceData
@@ -62,27 +63,31 @@ def _name(storage: Storage) -> str:
     return f"{first.label}{more}{module} · {format_bytes(storage.nbytes)}"
 
 
+def alive_bytes(storages: Iterable[Storage], freed_at: Mapping[Storage, int | None], points: int) -> tuple[int, ...]:
+    """The bytes of `storages` alive at each of `points` points, summed: a storage freed after step f
+    counts at points 0..f, one nothing frees (None) at every point. One pass over the storages and
+    one over the points (a change per storage where its bytes stop counting, then a running sum)."""
+    change = [0] * (points + 1)
+    for s in storages:
+        f = freed_at.get(s)
+        if f is None or f + 1 >= points:
+            change[0] += s.nbytes
+        elif f >= 0:
+            change[0] += s.nbytes
+            change[f + 1] -= s.nbytes
+    return tuple(accumulate(change[:points]))
+
+
 def _bands(trace: TraceData, freed_at: Mapping[Storage, int | None], points: int) -> tuple[Band, ...]:
     owned = trace.graph_owned_storages()
     owned_set = set(owned)
-
-    def alive(storage: Storage) -> list[int]:
-        f = freed_at.get(storage)
-        return [storage.nbytes if f is None or k <= f else 0 for k in range(points)]
-
-    held = [0] * points
-    for s in trace.storages:
-        if s not in owned_set:
-            held = [a + b for a, b in zip(held, alive(s))]
+    held = alive_bytes([s for s in trace.storages if s not in owned_set], freed_at, points)
     ranked = sorted(owned, key=lambda s: -s.nbytes)
     named, rest = ranked[:NAMED], ranked[NAMED:]
-    other = [0] * points
-    for s in rest:
-        other = [a + b for a, b in zip(other, alive(s))]
-    bands = [Band(HELD, tuple(held), len(trace.storages) - len(owned))]
+    bands = [Band(HELD, held, len(trace.storages) - len(owned))]
     if rest:
-        bands.append(Band(f"{OTHER} ({len(rest)} storages)", tuple(other), len(rest)))
-    bands += [Band(_name(s), tuple(alive(s))) for s in reversed(named)]
+        bands.append(Band(f"{OTHER} ({len(rest)} storages)", alive_bytes(rest, freed_at, points), len(rest)))
+    bands += [Band(_name(s), alive_bytes([s], freed_at, points)) for s in reversed(named)]
     return tuple(bands)
 
 
