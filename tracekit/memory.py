@@ -159,13 +159,16 @@ class MemoryProbe:
             self.result.allocations = _allocation_stream(self._profiler, self.device, self._sentinels)
 
 
+RawEvent = tuple[int, int, int, int, int]  # (time, pointer, signed bytes, total allocated, total reserved)
+
+
 def on_device(where: torch.device, device: torch.device) -> bool:
     """Whether memory on `where` is counted by `device`'s allocator (`cuda` is any CUDA device,
     `cuda:1` that one only; `cpu` is never `cuda`)."""
     return where.type == device.type and (device.index is None or where.index is None or where.index == device.index)
 
 
-def _allocation_events(prof: Any, device: torch.device) -> list[tuple[int, int, int, int, int]]:
+def _allocation_events(prof: Any, device: torch.device) -> list[RawEvent]:
     """(time, pointer, bytes, total allocated, total reserved) of every allocation event on `device`."""
     _EventType = profiler_event_types()
 
@@ -187,9 +190,6 @@ def _allocation_events(prof: Any, device: torch.device) -> list[tuple[int, int, 
 def _allocation_stream(prof: Any, device: torch.device, sentinels: list[tuple[Any, ...]]) -> AllocationStream:
     """The region's allocations in order, each mark placed where its probe allocation happened."""
     return stream_from_events(_allocation_events(prof, device), device, sentinels)
-
-
-RawEvent = tuple[int, int, int, int, int]  # (time, pointer, signed bytes, total allocated, total reserved)
 
 
 def stream_from_events(raw: list[RawEvent], device: torch.device,

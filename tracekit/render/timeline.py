@@ -67,15 +67,13 @@ def alive_bytes(storages: Iterable[Storage], freed_at: Mapping[Storage, int | No
     """The bytes of `storages` alive at each of `points` points, summed: a storage freed after step f
     counts at points 0..f, one nothing frees (None) at every point. One pass over the storages and
     one over the points (a change per storage where its bytes stop counting, then a running sum)."""
-    change = [0] * (points + 1)
+    change = [0] * points
     for s in storages:
         f = freed_at.get(s)
-        if f is None or f + 1 >= points:
-            change[0] += s.nbytes
-        elif f >= 0:
-            change[0] += s.nbytes
+        change[0] += s.nbytes
+        if f is not None and f + 1 < points:  # freed after step f: not counted from point f + 1 on
             change[f + 1] -= s.nbytes
-    return tuple(accumulate(change[:points]))
+    return tuple(accumulate(change))
 
 
 def _bands(trace: TraceData, freed_at: Mapping[Storage, int | None], points: int) -> tuple[Band, ...]:
