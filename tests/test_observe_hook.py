@@ -131,3 +131,39 @@ def test_fancy_indexing_and_stack_are_observed():
     assert len(index_nodes) == 2
     assert all([r.slot for r in s.released] == ["indices[0]"] for s in index_nodes)
     assert tr.error is None and x.grad is not None
+
+
+@pytest.mark.parametrize("change", ["in-place on the output", "in-place through a view", "one of two outputs"])
+def test_a_graph_changed_after_tracing_is_refused_before_backward_runs(change):
+    """The hook is registered on the traced nodes when the trace is built; a node put above them
+    later (an in-place op on an output) would run unheard: the trace refuses instead, and nothing
+    ran (no gradient, the trace still unobserved)."""
+    a = torch.randn(4, 3, requires_grad=True)
+    y = a.exp() * 2
+    z = a.sin().sum()
+    tr = tk.trace(y, z) if change == "one of two outputs" else tk.trace(y)
+    if change == "in-place through a view":
+        y[0].mul_(3)  # y's node is now a CopySlices over the traced MulBackward0
+    else:
+        y.add_(1)
+    gradient = (torch.ones_like(y), torch.ones(())) if change == "one of two outputs" else torch.ones_like(y)
+    with pytest.raises(tk.NotObservableError, match="changed since it was traced"):
+        tr.backward(gradient)
+    assert a.grad is None and tr.steps == [] and all(r.released_at is None for r in tr.residuals)
+    tk.trace(y, z).backward(gradient) if change == "one of two outputs" else tk.trace(y).backward(gradient)
+    assert a.grad is not None  # traced again, the changed graph is observed
+
+
+def test_two_traces_of_one_graph_observe_each_its_own_backward():
+    """Each trace registers its own (empty) hook dict: observing one leaves the other unobserved,
+    and the other observes a later backward with the same steps, each once."""
+    a = torch.randn(5, requires_grad=True)
+    y = (a.exp() * a).sigmoid().sum()
+    first, second = tk.trace(y), tk.trace(y)
+    second.backward(retain_graph=True)
+    assert first.steps == [] and len(second.steps) == len(second.nodes)
+    first.backward()
+    assert [s.node.name for s in first.steps] == [s.node.name for s in second.steps]
+    assert len(first.steps) == len(first.nodes)
+    assert all(r.released_at is not None for r in first.residuals)
+    assert all(r.released_at is None for r in second.residuals)  # retained: nothing released there

@@ -16,7 +16,14 @@ import torch
 from . import keeper, rules
 from .errors import NoHistoryError, NotATensorError
 from .frames import Names, where_at
-from .internals import SEQUENCE_NR, attribute_slots, custom_forward_name, saved_attribute_values, tensor_attributes
+from .internals import (
+    SEQUENCE_NR,
+    attribute_slots,
+    custom_forward_name,
+    saved_attribute_values,
+    shared_hook_dict,
+    tensor_attributes,
+)
 from .internals import version as tensor_version
 from .keeper import gc_paused
 from .live import Live, forward_order, walk
@@ -188,7 +195,8 @@ class _Builder:
         if self.backend is not None:
             record = _with_notes(record, self.backend)
         seqs = dict(zip(seq, range(n)))
-        live = Live(self.outputs, seqs if len(seqs) == n else None, self.kept)
+        live = Live(self.outputs, seqs if len(seqs) == n else None, self.kept,
+                    shared_hook_dict(graph_nodes) if len(seqs) == n else None)
         return Trace(record, live, weaks=tuple(self.weaks))
 
     def cache(self, graph_nodes: list[Any]) -> tuple[CachedValue, ...]:

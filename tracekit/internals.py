@@ -255,26 +255,43 @@ def version(t: torch.Tensor) -> int:
     return t._version
 
 
+def shared_hook_dict(graph_nodes: list[Any]) -> dict[int, Callable[[Any], None]] | None:
+    """One empty dict registered as the tensor pre-hook of every node in `graph_nodes` (the
+    `current_node` capability; None where this torch lacks it): PreHook fills it for one backward.
+    Registered while the build holds the nodes, so observing needs no second walk of the graph;
+    while empty, the engine calls no Python for it."""
+    if not CAPABILITIES["current_node"]:
+        return None
+    hooks: dict[int, Callable[[Any], None]] = {}
+    carrier = torch.empty(0)
+    carrier._backward_hooks = hooks  # the dict every node's tensor pre-hook reads
+    for g in graph_nodes:
+        g._register_hook_dict(carrier)
+    return hooks
+
+
 class PreHook:
     """One call of `before(node)` as each node of `graph_nodes` is about to run. With the
     `current_node` capability: one tensor pre-hook shared by every node through one hook dict
-    (registering costs no Python call per node) that asks the engine which node runs; without it,
-    a public `register_prehook` per node. `remove()` makes a later backward call nothing of ours."""
+    (`hooks`: one shared_hook_dict already registered; else registered here, which costs no
+    Python call per node) that asks the engine which node runs; without it, a public
+    `register_prehook` per node. `remove()` makes a later backward call nothing of ours."""
 
-    def __init__(self, graph_nodes: list[Any], before: Callable[[Any], None]) -> None:
+    def __init__(self, graph_nodes: list[Any] | None, before: Callable[[Any], None],
+                 hooks: dict[int, Callable[[Any], None]] | None = None) -> None:
         self.handles: list[Any] = []
-        if CAPABILITIES["current_node"]:
+        if hooks is None and graph_nodes is not None:
+            hooks = shared_hook_dict(graph_nodes)
+        if hooks is not None:
             current_node = torch._C._current_autograd_node
 
             def hook(_grad: Any) -> None:
                 before(current_node())
 
-            self.hooks: dict[int, Callable[[Any], None]] = {0: hook}
-            carrier = torch.empty(0)
-            carrier._backward_hooks = self.hooks  # the dict every node's tensor pre-hook reads
-            for g in graph_nodes:
-                g._register_hook_dict(carrier)
+            self.hooks: dict[int, Callable[[Any], None]] = hooks
+            hooks[0] = hook
         else:
+            assert graph_nodes is not None, "no shared hook dict and no nodes to hook"
             self.hooks = {}
             self.handles = [g.register_prehook(lambda grads, g=g: before(g)) for g in graph_nodes]
 

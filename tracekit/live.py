@@ -50,6 +50,11 @@ def walk(roots: list[Any], edges: dict[Any, tuple[tuple[Any, int], ...]] | None 
     return order
 
 
+def _roots(outputs: tuple[torch.Tensor, ...]) -> tuple[tuple[int, str] | None, ...]:
+    """Each output's node as (its sequence number, its name); None for an output without one."""
+    return tuple((SEQUENCE_NR(t.grad_fn), t.grad_fn.name()) if t.grad_fn is not None else None for t in outputs)
+
+
 def forward_order(everything: list[Any]) -> list[Any]:
     """The graph's op nodes (no leaves) in forward order: by sequence number."""
     return sorted([n for n in everything if not hasattr(n, "variable")], key=SEQUENCE_NR)  # not is_leaf_node(n)
@@ -58,15 +63,32 @@ def forward_order(everything: list[Any]) -> list[Any]:
 class Live:
     """Weak references to the traced outputs, and each node's index by its sequence number (from
     the build: no re-walk in forward order to find a node's row); the outputs nobody else held
-    when traced (`tk.trace(f(x))`), kept: the trace is the only way to their graph."""
+    when traced (`tk.trace(f(x))`), kept: the trace is the only way to their graph. `hooks`: the
+    empty hook dict the build registered on every node (internals.shared_hook_dict), so an
+    observed backward needs no walk: the outputs' nodes still being the traced ones (`roots`:
+    their sequence numbers) says the graph is the traced one (its nodes never change)."""
 
-    __slots__ = ("outputs", "index_by_seq", "kept")
+    __slots__ = ("outputs", "index_by_seq", "kept", "hooks", "roots")
 
     def __init__(self, outputs: tuple[torch.Tensor, ...], index_by_seq: dict[int, int] | None = None,
-                 kept: tuple[bool, ...] = ()) -> None:
+                 kept: tuple[bool, ...] = (), hooks: dict[int, Any] | None = None) -> None:
         self.outputs = tuple(weakref.ref(t) for t in outputs)
         self.index_by_seq = index_by_seq
         self.kept = tuple(t for t, keep in zip(outputs, kept) if keep)
+        self.hooks = hooks if index_by_seq is not None else None
+        self.roots = _roots(outputs)
+
+    def hooked(self) -> tuple[dict[int, Any], Callable[[Any], int | None]] | None:
+        """(the hook dict registered at build, node -> its index in the record) when the graph is the
+        traced one and the build registered the dict; None: walk it again (op_nodes). The outputs'
+        nodes are read from the live outputs (GraphReleasedError when the caller let go of them)."""
+        if self.hooks is None or self.index_by_seq is None:
+            return None
+        if _roots(self.tensors()) != self.roots:  # e.g. an in-place op on an output: a new node above
+            raise NotObservableError(
+                "the graph behind the traced outputs changed since it was traced: trace it again.")
+        get = self.index_by_seq.get
+        return self.hooks, lambda node: get(SEQUENCE_NR(node))
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The traced outputs (GraphReleasedError if the caller let go of one)."""

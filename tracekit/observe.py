@@ -205,9 +205,14 @@ def observe_backward(
     outputs = live.tensors()  # GraphReleasedError when the caller let go of them
     keep = create_graph if retain_graph is None else retain_graph
     with gc_paused():  # the walk, the observer's step lists: many small objects, one collection after
-        graph_nodes, index_of = live.op_nodes(trace.record)
+        hooked = live.hooked()  # the hook dict the build registered: no walk
+        if hooked is not None:
+            hooks, index_of = hooked
+            graph_nodes = None
+        else:
+            hooks, (graph_nodes, index_of) = None, live.op_nodes(trace.record)
         observer = Observer(trace, index_of, keep, on_step)
-        handle = PreHook(graph_nodes, observer.hook())
+        handle = PreHook(graph_nodes, observer.hook(), hooks)
         del graph_nodes
         trace._observed(None, observer)
         try:
