@@ -3,6 +3,7 @@ by reading torch's headers), capture installs no global module hook and labels m
 real paths, holders are named (buffers, dicts, closures), and `tk.trace(f(x)).backward()` works."""
 
 import gc
+import inspect
 import re
 from pathlib import Path
 
@@ -168,3 +169,63 @@ def test_what_a_checkpoint_keeps_is_released_with_its_region_and_round_trips():
     assert kept.released_at == step and kept.freed_at is not None  # its memory went once the region had run
     back = tk.load_trace(tr.to_json())
     assert back.text() == tr.text() and [r.held_in for r in back.residuals] == [r.held_in for r in tr.residuals]
+
+
+def _tanh_twice(xs):  # a generator: its frame resumes under whichever module asks for the next value
+    for x in xs:
+        yield torch.tanh(x) * 2
+
+
+class _Pull(nn.Module):
+    def forward(self, values):
+        return next(values)
+
+
+class _PullTwice(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = _Pull(), _Pull()
+
+    def forward(self, values):
+        return self.first(values) + self.second(values)
+
+
+def _helper(h):  # one code, called from two modules' forwards: two frames
+    return h.cos()
+
+
+class _Helped(nn.Module):
+    def forward(self, h):
+        return _helper(h)
+
+
+class _HelpedTwice(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.left, self.right = _Helped(), _Helped()
+
+    def forward(self, h):
+        return self.left(h) + self.right(h)
+
+
+def test_each_call_gets_its_own_line_and_module_in_a_loop_a_generator_and_a_shared_helper():
+    """A frame that makes call after call is walked once (its callers cannot change while it runs);
+    a generator's frame resumes under other modules, and a helper's code runs in new frames: each
+    call still gets its own line and module."""
+    xs = [torch.randn(3, requires_grad=True) for _ in range(2)]
+    here = inspect.currentframe().f_lineno
+    with tk.capture() as cap:
+        h = _PullTwice()(_tanh_twice(iter(xs)))
+        for _ in range(3):
+            h = h.sin()
+            h = h * 1.5
+        h = _HelpedTwice()(h)
+    tr = cap.trace(h.sum())
+    assert [n.module for n in tr.nodes if n.name == "TanhBackward0"] == ["first (_Pull)", "second (_Pull)"]
+    sin_lines = {n.source for n in tr.nodes if n.name == "SinBackward0"}
+    mul_lines = {n.source for n in tr.nodes if n.name == "MulBackward0" and n.module is None}
+    assert sin_lines == {f"test_engine_nodes_and_capture.py:{here + 4}"}
+    assert mul_lines == {f"test_engine_nodes_and_capture.py:{here + 5}"}
+    cos = [n for n in tr.nodes if n.name == "CosBackward0"]
+    assert [n.module for n in cos] == ["left (_Helped)", "right (_Helped)"]
+    assert len({n.source for n in cos}) == 1 and cos[0].source.endswith(f":{_helper.__code__.co_firstlineno + 1}")

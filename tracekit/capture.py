@@ -5,6 +5,7 @@ module whose forward made it, in-place writes) while the forward runs; `cap.trac
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 import threading
 from collections.abc import Callable
@@ -119,18 +120,30 @@ class _ModulePath:
         self.top: Any = None  # the frame recording started in: module calls lie below it
         self.outer: Any = None  # the outermost module call's frame at the last torch call (until the next)
         self.outer_k = -1  # and its module
+        self.caller: Any = None  # the frame that made the last torch call (until the next) and what
+        self.found: tuple[Any, tuple[int, int] | None] = (None, None)  # locate() found above it
 
     def start(self, top: Any) -> None:
         self.top = top
 
     def stop(self) -> None:
-        self.top = self.outer = None  # hold no frame once recording stopped
+        self.top = self.outer = self.caller = None  # hold no frame once recording stopped
+        self.found = (None, None)
 
     def locate(self) -> tuple[Any, tuple[int, int] | None]:
         """(the user's frame of the running torch call, its (innermost, outermost) module or None
-        outside any module), in one walk up the stack from the torch call."""
-        code, known = _CALL_CODE, SKIPPED
-        frame, top = sys._getframe(2), self.top
+        outside any module), in one walk up the stack from the torch call; a frame that makes
+        call after call (a loop) is walked once: the frames above a running one do not change."""
+        frame = sys._getframe(2)
+        if frame is self.caller:
+            return self.found
+        # a generator's frame may resume under other callers: walked at each call
+        self.caller = frame if not frame.f_code.co_flags & _SUSPENDS else None
+        found = self.found = self._walk(frame)
+        return found
+
+    def _walk(self, frame: Any) -> tuple[Any, tuple[int, int] | None]:
+        code, known, top = _CALL_CODE, SKIPPED, self.top
         user = inner = outer = None
         while frame is not None and frame is not top:
             f_code = frame.f_code
@@ -206,6 +219,7 @@ class _ModulePath:
 
 
 _CALL_CODE = module_call_code()
+_SUSPENDS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR  # a frame that can suspend
 _WRAPPER_CODE = module_wrapper_code()
 
 
