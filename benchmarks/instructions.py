@@ -74,8 +74,7 @@ def once():
         if variant == "mode":
             y.backward()
         else:
-            B.bare_reads([y])
-            B._bare_observed_backward(y)
+            B._bare_observed_backward(y, B.bare_reads([y])[1])
     else:
         with tk.capture() as cap:
             y = forward()

@@ -160,25 +160,29 @@ class _EmptyMode(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def _bare_observed_backward(loss: torch.Tensor) -> None:
-    """The graph walk and one shared pre-hook per node (the engine names the node), then backward:
-    what tracekit's observation costs with no bookkeeping at all."""
-    from tracekit.internals import PreHook
+def _bare_observed_backward(loss: torch.Tensor, hooks: dict | None = None) -> None:
+    """One shared pre-hook per node (the engine names the node), then backward: what tracekit's
+    observation costs with no bookkeeping at all. `hooks`: the hook dict bare_reads registered
+    while it walked (as tk.trace registers it); without, the graph is walked here to register it."""
+    from tracekit.internals import PreHook, shared_hook_dict
     from tracekit.keeper import gc_paused
     from tracekit.live import is_leaf_node, walk
 
     calls: list[object] = []
     with gc_paused():  # as tracekit's observed backward runs
-        hook = PreHook([n for n in walk([loss.grad_fn]) if not is_leaf_node(n)], calls.append)
+        if hooks is None:
+            hooks = shared_hook_dict([n for n in walk([loss.grad_fn]) if not is_leaf_node(n)])
+        hook = PreHook(None, calls.append, hooks)
         loss.backward()
         hook.remove()
 
 
-def bare_reads(outputs: list[torch.Tensor]) -> list[tuple]:
+def bare_reads(outputs: list[torch.Tensor]) -> tuple[list[tuple], dict]:
     """The facts a trace must read while the graph holds them (it keeps no tensor, and backward frees
     them), with none of tracekit's record: the walk in forward order, each node's inputs, and per
     saved tensor its raw slot, the value, storage (address, size, weak reference), shape, dtype,
-    bytes, version, producer and, for at most 4 elements, its values. One tuple per saved tensor.
+    bytes, version, producer and, for at most 4 elements, its values. One tuple per saved tensor;
+    and the empty hook dict registered on every node (as the build registers it, for the observer).
     The cycle collector is paused meanwhile, as tk.trace pauses it (with it running, its passes over
     the objects the reads make cost ~40 % more at 100k nodes: last round's floor row had them)."""
     from tracekit.keeper import gc_paused
@@ -187,8 +191,8 @@ def bare_reads(outputs: list[torch.Tensor]) -> list[tuple]:
         return _bare_reads(outputs)
 
 
-def _bare_reads(outputs: list[torch.Tensor]) -> list[tuple]:
-    from tracekit.internals import storage_weak_ref, tensor_attributes, version
+def _bare_reads(outputs: list[torch.Tensor]) -> tuple[list[tuple], dict]:
+    from tracekit.internals import shared_hook_dict, storage_weak_ref, tensor_attributes, version
     from tracekit.live import forward_order, walk
     from tracekit.storage import drop_weak_ref
 
@@ -218,7 +222,7 @@ def _bare_reads(outputs: list[torch.Tensor]) -> list[tuple]:
                         t.tolist() if numel <= 4 else None))
     for _, ref in weaks:
         drop_weak_ref(ref)
-    return out
+    return out, shared_hook_dict(nodes)
 
 
 def bench_floor(quick: bool) -> None:
@@ -249,8 +253,7 @@ def bench_floor(quick: bool) -> None:
             def reads(forward=forward) -> None:
                 with _EmptyMode():
                     loss = forward()
-                bare_reads([loss])
-                _bare_observed_backward(loss)
+                _bare_observed_backward(loss, bare_reads([loss])[1])
 
             for name, ours in (("an empty TorchFunctionMode alone", mode_only),
                                ("+ graph walk + one shared pre-hook per node", mechanisms),
