@@ -167,3 +167,26 @@ def test_two_traces_of_one_graph_observe_each_its_own_backward():
     assert len(first.steps) == len(first.nodes)
     assert all(r.released_at is not None for r in first.residuals)
     assert all(r.released_at is None for r in second.residuals)  # retained: nothing released there
+
+
+@pytest.mark.parametrize("without", ["the hook dict", "the hook dict and the sequence map"])
+def test_walking_again_observes_the_same_backward(without):
+    """Where the build could not register the hook dict (or sequence numbers repeat), the observer walks
+    the graph again and finds nodes by identity: the same steps, lifetimes and gradients."""
+    def observed(strip):
+        torch.manual_seed(0)
+        a = torch.randn(5, 3, requires_grad=True)
+        h = a.exp()
+        y = (h.sin() * h).sum() + a.cos().t().sum()
+        del h
+        tr = tk.trace(y)
+        if strip:
+            tr._live.hooks = None
+            if without.endswith("map"):
+                tr._live.index_by_seq = None
+        tr.backward()
+        return [s.node.name for s in tr.steps], tr.lifetimes().residuals, a.grad
+
+    order, lifetimes, grad = observed(False)
+    again = observed(True)
+    assert len(order) == 8 and again[0] == order and again[1] == lifetimes and torch.equal(again[2], grad)

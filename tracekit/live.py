@@ -78,17 +78,17 @@ class Live:
         self.hooks = hooks if index_by_seq is not None else None
         self.roots = _roots(outputs)
 
-    def hooked(self) -> tuple[dict[int, Any], Callable[[Any], int | None]] | None:
-        """(the hook dict registered at build, node -> its index in the record) when the graph is the
-        traced one and the build registered the dict; None: walk it again (op_nodes). The outputs'
-        nodes are read from the live outputs (GraphReleasedError when the caller let go of them)."""
+    def hooked(self) -> tuple[dict[int, Any], Callable[[int], int | None]] | None:
+        """(the hook dict registered at build, a node's sequence number -> its index in the record)
+        when the graph is the traced one and the build registered the dict; None: walk it again
+        (op_nodes). The outputs' nodes are read from the live outputs (GraphReleasedError when the
+        caller let go of them)."""
         if self.hooks is None or self.index_by_seq is None:
             return None
         if _roots(self.tensors()) != self.roots:  # e.g. an in-place op on an output: a new node above
             raise NotObservableError(
                 "the graph behind the traced outputs changed since it was traced: trace it again.")
-        get = self.index_by_seq.get
-        return self.hooks, lambda node: get(SEQUENCE_NR(node))
+        return self.hooks, self.index_by_seq.get
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The traced outputs (GraphReleasedError if the caller let go of one)."""
@@ -109,17 +109,17 @@ class Live:
                 "the graph behind the traced outputs changed since it was traced: trace it again.")
         return nodes
 
-    def op_nodes(self, record: Record) -> tuple[list[Any], Callable[[Any], int | None]]:
-        """The graph's op nodes (in no particular order) and the function from a node to its index
-        in the record, walked again from the outputs (NotObservableError if the graph changed)."""
+    def op_nodes(self, record: Record) -> tuple[list[Any], Callable[[int], int | None]]:
+        """The graph's op nodes (in no particular order) and the function from a node's id (the nodes
+        are alive while backward runs) to its index in the record, walked again from the outputs
+        (NotObservableError if the graph changed)."""
         nodes = [n for n in walk([t.grad_fn for t in self.tensors()]) if not hasattr(n, "variable")]  # op nodes
         index_by_seq = self.index_by_seq
         if index_by_seq is None or len(index_by_seq) != len(nodes):  # no map (or one seq twice): forward order
             ordered = self.graph_nodes(record)
-            position = {g: i for i, g in enumerate(ordered)}
-            return ordered, position.get
+            return ordered, dict(zip(map(id, ordered), range(len(ordered)))).get
         # each node's row, found by its sequence number once (the engine hands back the same node objects)
-        position = dict(zip(nodes, map(index_by_seq.get, map(SEQUENCE_NR, nodes))))
+        position = dict(zip(map(id, nodes), map(index_by_seq.get, map(SEQUENCE_NR, nodes))))
         if len(nodes) != record.n_nodes or None in position.values():
             raise NotObservableError(
                 "the graph behind the traced outputs changed since it was traced: trace it again.")

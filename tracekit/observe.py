@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from .errors import NotObservableError
-from .internals import PreHook, is_released
+from .internals import SEQUENCE_NR, PreHook, is_released
 from .keeper import gc_paused
 from .lifetimes import OBSERVED, OUTSIDE, RETAINED, Lifetime, Lifetimes, fixed_note, storage_holder
 from .live import Live
@@ -34,14 +34,15 @@ class Observer:
     lifetimes once finished); the record is only read (by column). Each residual's Lifetime is
     made when it is first read, from the step lists kept here."""
 
-    def __init__(self, trace: TraceData, index_of: Callable[[Any], int | None], keep: bool,
-                 on_step: Callable[[Step], None] | None = None) -> None:
+    def __init__(self, trace: TraceData, index_of: Callable[[int], int | None], keep: bool,
+                 on_step: Callable[[Step], None] | None = None, key: Callable[[Any], int] = id) -> None:
         self.trace = trace
         self.record = record = trace.record
         self.weaks = trace._data.weaks or ()
         self.keep = keep
         self.on_step = on_step
-        self.index_of = index_of  # graph node -> its index in the record (None: not in this trace)
+        self.index_of = index_of  # key(graph node) -> its index in the record (None: not in this trace)
+        self.key = key  # a node's sequence number (SEQUENCE_NR) or its id
         self.order: list[int] = []  # node index per step
         self.released: list[tuple[int, ...] | range | list[int]] = []  # per step: residual indexes
         self.freed: list[tuple[int, ...]] = []  # per step: storage indexes
@@ -88,10 +89,10 @@ class Observer:
         """`before(node)`, for the engine's pre-hook: the engine is about to run `node`'s rule, so
         settle the previous step and record this one (a closure: each step reads locals)."""
         index_of, order, released, freed, settle = self.index_of, self.order, self.released, self.freed, self.settle
-        on_step, data, count = self.on_step, self.trace._data, self.count
+        on_step, data, count, key = self.on_step, self.trace._data, self.count, self.key
 
         def before(gnode: Any) -> None:
-            i = index_of(gnode)
+            i = index_of(key(gnode))
             if i is None:  # a node outside this trace (cannot happen for the engine's own task)
                 return
             if order and (self.pending or count[self.last]):  # else the last step had nothing to settle
@@ -205,13 +206,12 @@ def observe_backward(
     outputs = live.tensors()  # GraphReleasedError when the caller let go of them
     keep = create_graph if retain_graph is None else retain_graph
     with gc_paused():  # the walk, the observer's step lists: many small objects, one collection after
-        hooked = live.hooked()  # the hook dict the build registered: no walk
+        hooked = live.hooked()  # the hook dict the build registered: no walk, nodes found by sequence number
         if hooked is not None:
-            hooks, index_of = hooked
-            graph_nodes = None
+            (hooks, index_of), graph_nodes, key = hooked, None, SEQUENCE_NR
         else:
-            hooks, (graph_nodes, index_of) = None, live.op_nodes(trace.record)
-        observer = Observer(trace, index_of, keep, on_step)
+            hooks, (graph_nodes, index_of), key = None, live.op_nodes(trace.record), id
+        observer = Observer(trace, index_of, keep, on_step, key)
         handle = PreHook(graph_nodes, observer.hook(), hooks)
         del graph_nodes
         trace._observed(None, observer)
