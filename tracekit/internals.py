@@ -259,7 +259,7 @@ def shared_hook_dict(graph_nodes: list[Any]) -> dict[int, Callable[[Any], None]]
     """One empty dict registered as the tensor pre-hook of every node in `graph_nodes` (the
     `current_node` capability; None where this torch lacks it): PreHook fills it for one backward.
     Registered while the build holds the nodes, so observing needs no second walk of the graph;
-    while empty, the engine calls no Python for it."""
+    while empty, the engine calls no Python function for it."""
     if not CAPABILITIES["current_node"]:
         return None
     hooks: dict[int, Callable[[Any], None]] = {}

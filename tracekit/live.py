@@ -66,7 +66,7 @@ class Live:
     when traced (`tk.trace(f(x))`), kept: the trace is the only way to their graph. `hooks`: the
     empty hook dict the build registered on every node (internals.shared_hook_dict), so an
     observed backward needs no walk: the outputs' nodes still being the traced ones (`roots`:
-    their sequence numbers) says the graph is the traced one (its nodes never change)."""
+    their sequence numbers and names) says the graph is the traced one (its nodes never change)."""
 
     __slots__ = ("outputs", "index_by_seq", "kept", "hooks", "roots")
 
@@ -75,7 +75,7 @@ class Live:
         self.outputs = tuple(weakref.ref(t) for t in outputs)
         self.index_by_seq = index_by_seq
         self.kept = tuple(t for t, keep in zip(outputs, kept) if keep)
-        self.hooks = hooks if index_by_seq is not None else None
+        self.hooks = hooks
         self.roots = _roots(outputs)
 
     def hooked(self) -> tuple[dict[int, Any], Callable[[int], int | None]] | None:

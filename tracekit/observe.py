@@ -205,7 +205,7 @@ def observe_backward(
         )
     outputs = live.tensors()  # GraphReleasedError when the caller let go of them
     keep = create_graph if retain_graph is None else retain_graph
-    with gc_paused():  # the walk, the observer's step lists: many small objects, one collection after
+    with gc_paused():  # the observer's step lists (and any walk): many small objects, one collection after
         hooked = live.hooked()  # the hook dict the build registered: no walk, nodes found by sequence number
         if hooked is not None:
             (hooks, index_of), graph_nodes, key = hooked, None, SEQUENCE_NR
