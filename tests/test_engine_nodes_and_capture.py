@@ -181,13 +181,15 @@ class _Pull(nn.Module):
         return next(values)
 
 
-class _PullTwice(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.first, self.second = _Pull(), _Pull()
+class _Twice(nn.Module):
+    """Two modules of one kind, each called once on the same input, their results added."""
 
-    def forward(self, values):
-        return self.first(values) + self.second(values)
+    def __init__(self, kind: type) -> None:
+        super().__init__()
+        self.first, self.second = kind(), kind()
+
+    def forward(self, value):
+        return self.first(value) + self.second(value)
 
 
 def _helper(h):  # one code, called from two modules' forwards: two frames
@@ -199,15 +201,6 @@ class _Helped(nn.Module):
         return _helper(h)
 
 
-class _HelpedTwice(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.left, self.right = _Helped(), _Helped()
-
-    def forward(self, h):
-        return self.left(h) + self.right(h)
-
-
 def test_each_call_gets_its_own_line_and_module_in_a_loop_a_generator_and_a_shared_helper():
     """A frame that makes call after call is walked once (its callers cannot change while it runs);
     a generator's frame resumes under other modules, and a helper's code runs in new frames: each
@@ -215,11 +208,11 @@ def test_each_call_gets_its_own_line_and_module_in_a_loop_a_generator_and_a_shar
     xs = [torch.randn(3, requires_grad=True) for _ in range(2)]
     here = inspect.currentframe().f_lineno
     with tk.capture() as cap:
-        h = _PullTwice()(_tanh_twice(iter(xs)))
+        h = _Twice(_Pull)(_tanh_twice(iter(xs)))
         for _ in range(3):
             h = h.sin()
             h = h * 1.5
-        h = _HelpedTwice()(h)
+        h = _Twice(_Helped)(h)
     tr = cap.trace(h.sum())
     assert [n.module for n in tr.nodes if n.name == "TanhBackward0"] == ["first (_Pull)", "second (_Pull)"]
     sin_lines = {n.source for n in tr.nodes if n.name == "SinBackward0"}
@@ -227,5 +220,5 @@ def test_each_call_gets_its_own_line_and_module_in_a_loop_a_generator_and_a_shar
     assert sin_lines == {f"test_engine_nodes_and_capture.py:{here + 4}"}
     assert mul_lines == {f"test_engine_nodes_and_capture.py:{here + 5}"}
     cos = [n for n in tr.nodes if n.name == "CosBackward0"]
-    assert [n.module for n in cos] == ["left (_Helped)", "right (_Helped)"]
+    assert [n.module for n in cos] == ["first (_Helped)", "second (_Helped)"]
     assert len({n.source for n in cos}) == 1 and cos[0].source.endswith(f":{_helper.__code__.co_firstlineno + 1}")
