@@ -46,6 +46,7 @@ import ctypes, sys, gc
 import torch
 sys.path.insert(0, %(bench)r)
 import run as B
+import skeleton as S
 import tracekit as tk
 torch.set_num_threads(1)
 helper, which, variant = sys.argv[1:4]
@@ -68,6 +69,11 @@ def once():
         return
     if variant == "plain":
         forward().backward()
+    elif variant == "skeleton":  # every read a captured, observed trace makes, kept with nothing derived
+        mode = S.CallMode()
+        with mode:
+            y = forward()
+        S.skeleton_backward(y, S.skeleton_trace([y], mode.calls))
     elif variant in ("mode", "floor"):  # run.py's floor rows: the mode; + the reads, walk and shared hook
         with B._EmptyMode():
             y = forward()
@@ -146,7 +152,7 @@ def main() -> int:
     try:
         helper = build_helper(folder)
         older = export(args.against, folder) if args.against else None
-        parts = {"chain": ["floor"], "other": ["mode", "floor", "capture", "build"]} if args.parts else {}
+        parts = {"chain": ["floor"], "other": ["mode", "floor", "skeleton", "capture", "build"]} if args.parts else {}
         jobs = [(w, v, None) for w in args.workloads.split(",")
                 for v in ["plain", "traced", *parts.get("chain" if w.startswith("chain") else "other", [])]]
         jobs += [(w, "traced", older) for w in args.workloads.split(",")] if older else []

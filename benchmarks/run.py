@@ -38,6 +38,9 @@ from torch.overrides import TorchFunctionMode
 import tracekit as tk
 from tracekit.render.svg import renderer
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from skeleton import CallMode, skeleton_backward, skeleton_trace  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS: list[dict] = []
 
@@ -227,7 +230,9 @@ def _bare_reads(outputs: list[torch.Tensor]) -> tuple[list[tuple], dict]:
 
 def bench_floor(quick: bool) -> None:
     """The floor under the capture rows: the same programs with tracekit's mechanisms and none of its
-    bookkeeping (an empty TorchFunctionMode; + the walk and one shared pre-hook per node)."""
+    bookkeeping (an empty TorchFunctionMode; + the walk and one shared pre-hook per node; + the reads
+    after the forward), then the skeleton: every read a captured, observed trace makes (per torch call,
+    per saved tensor, per backward step), kept as one tuple per row with nothing derived."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     repeat = 5 if quick else 11
@@ -255,9 +260,16 @@ def bench_floor(quick: bool) -> None:
                     loss = forward()
                 _bare_observed_backward(loss, bare_reads([loss])[1])
 
+            def every_read(forward=forward) -> None:
+                mode = CallMode()
+                with mode:
+                    loss = forward()
+                skeleton_backward(loss, skeleton_trace([loss], mode.calls))
+
             for name, ours in (("an empty TorchFunctionMode alone", mode_only),
                                ("+ graph walk + one shared pre-hook per node", mechanisms),
-                               ("+ the reads a trace needs, no record (bare_reads)", reads)):
+                               ("+ the reads a trace needs, no record (bare_reads)", reads),
+                               ("every read of a captured, observed trace, as rows (skeleton.py)", every_read)):
                 ours()
                 r = interleaved(plain, ours, repeat)
                 record(f"floor, {label}: {name} / plain", r["cpu"], "-", None, "×",
