@@ -5,12 +5,14 @@ ratios swing by 10-20 % between runs on a shared 2-core machine: too much to see
     python benchmarks/instructions.py                      # each workload: plain, traced, their ratio
     python benchmarks/instructions.py --against d4c80df    # and the same tracekit at another commit
     python benchmarks/instructions.py --workloads scalar --parts
+    python benchmarks/instructions.py --parts --variants skeleton   # recount one part, keep the rest
 
 Each workload runs twice to warm up, then once inside a region that a tiny C helper (compiled here
 with gcc, from valgrind's callgrind.h) opens and closes with callgrind's client requests: only
 that region is instrumented and counted. `--parts` also counts run.py's floor rows (the forward
 under an empty TorchFunctionMode; + the reads a trace needs, the walk and one shared pre-hook per
-node, with no record: `floor`; for a chain, the reads alone), the forward under capture (plain
+node, with no record: `floor`; for a chain, the reads alone; every read of a captured, observed
+trace kept as rows with nothing derived: `skeleton`, benchmarks/skeleton.py), the forward under capture (plain
 backward) and capture + trace build (plain backward): what each phase adds. Needs valgrind (with
 its headers) and gcc; ~30 s a count, two at a time.
 """
@@ -46,7 +48,6 @@ import ctypes, sys, gc
 import torch
 sys.path.insert(0, %(bench)r)
 import run as B
-import skeleton as S
 import tracekit as tk
 torch.set_num_threads(1)
 helper, which, variant = sys.argv[1:4]
@@ -70,6 +71,7 @@ def once():
     if variant == "plain":
         forward().backward()
     elif variant == "skeleton":  # every read a captured, observed trace makes, kept with nothing derived
+        import skeleton as S
         mode = S.CallMode()
         with mode:
             y = forward()
@@ -108,8 +110,9 @@ def build_helper(folder: Path) -> Path:
     return library
 
 
-def count(folder: Path, helper: Path, which: str, variant: str, tracekit_path: Path | None) -> int:
-    """Instructions of one run of `which` (`variant`: plain, traced, ...) inside the counted region."""
+def count(folder: Path, helper: Path, which: str, variant: str, tracekit_path: Path | None) -> int | None:
+    """Instructions of one run of `which` (`variant`: plain, traced, ...) inside the counted region (None,
+    and valgrind's words on standard error, when the run failed: the other counts are kept)."""
     script = folder / "workload.py"
     if not script.exists():
         script.write_text(WORKLOAD % {"bench": str(ROOT / "benchmarks")})
@@ -126,7 +129,8 @@ def count(folder: Path, helper: Path, which: str, variant: str, tracekit_path: P
             found = re.search(r"^(?:summary|totals):\s+(\d+)", text, re.M)
             if found:
                 return int(found.group(1))
-    raise SystemExit(f"no count for {which} {variant}: valgrind said\n{done.stderr[-2000:]}")
+    print(f"no count for {which} {variant}: valgrind said\n{done.stderr[-2000:]}", file=sys.stderr)
+    return None
 
 
 def export(rev: str, folder: Path) -> Path:
@@ -144,6 +148,8 @@ def main() -> int:
     parser.add_argument("--against", help="a commit: count its tracekit's traced runs too")
     parser.add_argument("--parts", action="store_true", help="also count each phase on its own")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "instructions.json"))
+    parser.add_argument("--variants", help="count only these (e.g. skeleton,floor) and keep --out's other counts: "
+                                           "the counts are the same on every run of the same code")
     args = parser.parse_args()
     for tool in ("valgrind", "gcc"):
         if shutil.which(tool) is None:
@@ -156,20 +162,29 @@ def main() -> int:
         jobs = [(w, v, None) for w in args.workloads.split(",")
                 for v in ["plain", "traced", *parts.get("chain" if w.startswith("chain") else "other", [])]]
         jobs += [(w, "traced", older) for w in args.workloads.split(",")] if older else []
+        if args.variants:
+            jobs = [job for job in jobs if job[1] in args.variants.split(",") and job[2] is None]
         with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
             counts = list(pool.map(lambda job: count(folder, helper, *job), jobs))
         results: dict[str, dict[str, int]] = {}
+        kept = json.loads(Path(args.out).read_text()) if args.variants and Path(args.out).exists() else {}
+        if kept:
+            results, args.against = kept["instructions"], kept.get("against")
         for (which, variant, path), n in zip(jobs, counts):
-            results.setdefault(which, {})[variant if path is None else f"traced at {args.against}"] = n
+            if n is not None:
+                results.setdefault(which, {})[variant if path is None else f"traced at {args.against}"] = n
         for which, row in results.items():
-            plain = row["plain"]
+            plain = row.get("plain")
+            if plain is None:
+                print(f"{which}: no plain count, so no ratios: {row}")
+                continue
             line = ", ".join(f"{k} {v / 1e6:.1f} M ({v / plain:.3f}× plain)" for k, v in row.items() if k != "plain")
             print(f"{which}: plain {plain / 1e6:.1f} M instructions; {line}")
         Path(args.out).write_text(json.dumps({"against": args.against, "instructions": results}, indent=2) + "\n")
         print(f"wrote {args.out}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return 0
+    return 1 if None in counts else 0
 
 
 if __name__ == "__main__":

@@ -38,9 +38,6 @@ from torch.overrides import TorchFunctionMode
 import tracekit as tk
 from tracekit.render.svg import renderer
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from skeleton import CallMode, skeleton_backward, skeleton_trace  # noqa: E402
-
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS: list[dict] = []
 
@@ -233,6 +230,9 @@ def bench_floor(quick: bool) -> None:
     bookkeeping (an empty TorchFunctionMode; + the walk and one shared pre-hook per node; + the reads
     after the forward), then the skeleton: every read a captured, observed trace makes (per torch call,
     per saved tensor, per backward step), kept as one tuple per row with nothing derived."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from skeleton import CallMode, skeleton_backward, skeleton_trace  # this tracekit's internals: imported here
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     repeat = 5 if quick else 11
@@ -380,24 +380,29 @@ def bench_dot(quick: bool) -> None:
             del y
             continue
         # too deep for torchviz: time the two halves (the trace, then the drawing) on their own, in wall
-        # clock and in CPU time of this process (the one to read on a shared machine); and the reads
-        # alone, without a record (the floor under the trace half)
-        c_reads = time.process_time()
-        bare_reads([y])
-        c_reads = time.process_time() - c_reads
-        t0, c0 = time.perf_counter(), time.process_time()
-        tr = quiet_trace(tk, y)
-        t1, c1 = time.perf_counter(), time.process_time()
-        source = tr.draw().source
-        t2, c2 = time.perf_counter(), time.process_time()
+        # clock and in CPU time of this process (the one to read on a shared machine), the median of
+        # three runs; and the reads alone, without a record (the floor under the trace half)
+        runs: list[tuple[float, ...]] = []
+        for _ in range(3):
+            c_reads = time.process_time()
+            bare_reads([y])
+            c_reads = time.process_time() - c_reads
+            t0, c0 = time.perf_counter(), time.process_time()
+            tr = quiet_trace(tk, y)
+            t1, c1 = time.perf_counter(), time.process_time()
+            source = tr.draw().source
+            t2, c2 = time.perf_counter(), time.process_time()
+            runs.append((t2 - t0, t1 - t0, t2 - t1, c1 - c0, c2 - c1, c_reads))
+            del tr
+        total, trace_s, dot_s, trace_cpu, dot_cpu, reads_cpu = (statistics.median(r[k] for r in runs) for k in range(6))
         big = n >= 100000
-        record(f"trace+DOT at {n} nodes (torchviz: RecursionError)", t2 - t0, "≤ 1 s" if big else "-",
-               (t2 - t0) <= 1 if big else None, "s",
-               note=f"trace {t1 - t0:.2f} s + DOT {t2 - t1:.2f} s; CPU {c1 - c0:.2f} s + {c2 - c1:.2f} s; "
-                    f"the reads alone (floor) CPU {c_reads:.2f} s",
-               trace_s=t1 - t0, dot_s=t2 - t1, trace_cpu_s=c1 - c0, dot_cpu_s=c2 - c1, reads_cpu_s=c_reads, nodes=n,
-               dot_chars=len(source))
-        del tr, y
+        record(f"trace+DOT at {n} nodes (torchviz: RecursionError)", total, "≤ 1 s" if big else "-",
+               total <= 1 if big else None, "s",
+               note=f"median of 3: trace {trace_s:.2f} s + DOT {dot_s:.2f} s; CPU {trace_cpu:.2f} s + {dot_cpu:.2f} s; "
+                    f"the reads alone (floor) CPU {reads_cpu:.2f} s; runs {', '.join(f'{r[0]:.2f}' for r in runs)} s",
+               trace_s=trace_s, dot_s=dot_s, trace_cpu_s=trace_cpu, dot_cpu_s=dot_cpu, reads_cpu_s=reads_cpu, nodes=n,
+               dot_chars=len(source), runs_s=[round(r[0], 4) for r in runs])
+        del y
 
 
 # 3. readable drawing at scale ---------------------------------------------------------------------

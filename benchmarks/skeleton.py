@@ -63,12 +63,19 @@ class CallMode(TorchFunctionMode):
         return result
 
 
+def _key(t: torch.Tensor) -> tuple[str, int]:
+    return ("cpu" if t.is_cpu else str(t.device), t.untyped_storage().data_ptr())
+
+
 def skeleton_trace(outputs: list[torch.Tensor], calls: dict[int, tuple[int, Any, int]]) -> dict[str, Any]:
     """The build's reads, kept as rows: nodes (name, inputs, first residual, count, attributes, the
     call that made it), residuals (as bare_reads), storages (address, size, whether backward watches
     it; a weak reference each)."""
     with gc_paused():
-        nodes = forward_order(walk([t.grad_fn for t in outputs]))
+        everything = walk([t.grad_fn for t in outputs])
+        nodes = forward_order(everything)
+        # the storages of leaves that get gradients (parameters, inputs): they outlive backward
+        kept = {_key(n.variable) for n in everything if hasattr(n, "variable")}
         position = {g: i for i, g in enumerate(nodes)}
         types: dict[type, tuple[str, Any, Any]] = {}
         storages: dict[tuple, int] = {}
@@ -77,7 +84,7 @@ def skeleton_trace(outputs: list[torch.Tensor], calls: dict[int, tuple[int, Any,
         residuals: list[tuple] = []
         node_rows: list[tuple] = []
         seqs = list(map(SEQUENCE_NR, nodes))
-        output_keys = {("cpu" if t.is_cpu else str(t.device), t.untyped_storage().data_ptr()) for t in outputs}
+        kept.update(_key(t) for t in outputs)  # and the outputs' storages
         for i, g in enumerate(nodes):
             kind = type(g)
             info = types.get(kind)
@@ -96,7 +103,7 @@ def skeleton_trace(outputs: list[torch.Tensor], calls: dict[int, tuple[int, Any,
                 if k is None:
                     k = storages[key] = len(storage_rows)
                     # watched in backward: not a leaf's that gets a gradient, nor an output's (they outlive it)
-                    watched = (producer is not None or not t.requires_grad) and key not in output_keys
+                    watched = (producer is not None or not t.requires_grad) and key not in kept
                     storage_rows.append((key, s.nbytes(), watched))
                     weaks.append(storage_weak_ref(s))
                 numel = t.numel()

@@ -68,6 +68,8 @@ def test_the_skeleton_reads_what_a_captured_observed_trace_reads(program) -> Non
         (r.node, r.slot, r.shape, r.nbytes) for r in record.residuals]
     assert [r[5] for r in bare["residuals"]] == list(record.residual_columns.storage)  # storages: one per allocation
     assert [row[1] for row in bare["storages"]] == list(record.storage_columns.nbytes)
+    st = record.storage_columns  # watched in backward: neither a parameter's (or input leaf's) nor an output's
+    assert [row[2] for row in bare["storages"]] == [not (p or o) for p, o in zip(st.is_parameter, st.is_output)]
     assert order == list(lifetimes.order)
     by_step = sorted((k, record.residual_columns.node[j]) for k, step in enumerate(lifetimes.released)
                      for j in set(step))
