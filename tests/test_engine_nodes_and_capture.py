@@ -222,3 +222,31 @@ def test_each_call_gets_its_own_line_and_module_in_a_loop_a_generator_and_a_shar
     cos = [n for n in tr.nodes if n.name == "CosBackward0"]
     assert [n.module for n in cos] == ["first (_Helped)", "second (_Helped)"]
     assert len({n.source for n in cos}) == 1 and cos[0].source.endswith(f":{_helper.__code__.co_firstlineno + 1}")
+
+
+@pytest.mark.parametrize("kept", ["text", "the input"])
+def test_a_custom_function_whose_ctx_holds_a_variable_attribute_is_an_op_not_a_leaf(kept):
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.variable = x if kept == "the input" else "a note"  # any name a forward may set on ctx
+            ctx.save_for_backward(x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 2 + 0 * x
+
+    def program(x):
+        return (Scale.apply(x) * x).sum()
+
+    plain = torch.linspace(-1, 1, 3, requires_grad=True)
+    program(plain).backward()
+    x = torch.linspace(-1, 1, 3, requires_grad=True)
+    tr = tk.trace(program(x))
+    assert [n.name for n in tr.nodes] == ["ScaleBackward", "MulBackward0", "SumBackward0"]
+    assert tr.nodes[1].inputs[0] == 0 and tr.nodes[0].residuals[0].slot.startswith("saved_tensors")
+    tr.backward()
+    assert [s.node.name for s in tr.steps] == ["SumBackward0", "MulBackward0", "ScaleBackward"]
+    assert torch.equal(x.grad, plain.grad)

@@ -154,7 +154,7 @@ class _Builder:
         # leaves that get gradients: a residual in their storage is theirs (e.g. W.t())
         keys = self.parameter_keys
         for n in everything:
-            if hasattr(n, "variable"):  # is_leaf_node(n)
+            if hasattr(n, "variable") and hasattr(type(n), "variable"):  # is_leaf_node(n), inline
                 var = n.variable
                 key = storage_key(var)
                 keys[key] = self.leaf_label(n, var, key)

@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 
 
 def is_leaf_node(node: Any) -> bool:
-    """True for an AccumulateGrad node: the end of the graph at a leaf that gets a gradient."""
-    return hasattr(node, "variable")
+    """True for an AccumulateGrad node: the end of the graph at a leaf that gets a gradient. Asked of
+    the node's type (AccumulateGrad's `variable` getter), not the node: a custom Function's node is
+    its `ctx`, on which a forward may set any attribute (`ctx.variable = ...` makes no leaf)."""
+    return hasattr(node, "variable") and hasattr(type(node), "variable")  # the first: a cheap miss for op nodes
 
 
 def walk(roots: list[Any], edges: dict[Any, tuple[tuple[Any, int], ...]] | None = None) -> list[Any]:
@@ -57,7 +59,8 @@ def _roots(outputs: tuple[torch.Tensor, ...]) -> tuple[tuple[int, str] | None, .
 
 def forward_order(everything: list[Any]) -> list[Any]:
     """The graph's op nodes (no leaves) in forward order: by sequence number."""
-    return sorted([n for n in everything if not hasattr(n, "variable")], key=SEQUENCE_NR)  # not is_leaf_node(n)
+    return sorted([n for n in everything if not (hasattr(n, "variable") and hasattr(type(n), "variable"))],
+                  key=SEQUENCE_NR)  # not is_leaf_node(n), inline
 
 
 class Live:
@@ -113,7 +116,7 @@ class Live:
         """The graph's op nodes (in no particular order) and the function from a node's id (the nodes
         are alive while backward runs) to its index in the record, walked again from the outputs
         (NotObservableError if the graph changed)."""
-        nodes = [n for n in walk([t.grad_fn for t in self.tensors()]) if not hasattr(n, "variable")]  # op nodes
+        nodes = [n for n in walk([t.grad_fn for t in self.tensors()]) if not is_leaf_node(n)]  # op nodes
         index_by_seq = self.index_by_seq
         if index_by_seq is None or len(index_by_seq) != len(nodes):  # no map (or one seq twice): forward order
             ordered = self.graph_nodes(record)
