@@ -33,6 +33,7 @@ from torch.overrides import TorchFunctionMode
 from tracekit.internals import (
     NEXT_SEQUENCE_NR,
     attribute_slots,
+    shared_hook_dict,
     storage_weak_ref,
     tensor_attributes,
     weak_expired,
@@ -154,11 +155,7 @@ def skeleton_trace(outputs: list[torch.Tensor], calls: dict[int, tuple[int, Any,
                       attrs(g) if attrs is not None else None, get_call(seqs[i]), probe))
             i += 1
         edges = seen = position = by_seq = None  # young garbage: gone before the collector runs again
-        # the shared hook dict (internals.shared_hook_dict), registered on every node by one C-level loop
-        hooks: dict[int, Any] = {}
-        carrier = torch.empty(0)
-        carrier._backward_hooks = hooks
-        deque(map(methodcaller("_register_hook_dict", carrier), nodes), 0)
+        hooks = shared_hook_dict(nodes)  # registered on every node, as the build registers it
         return {"nodes": node_rows, "residuals": residuals, "storages": storage_rows, "weaks": weaks,
                 "index": index, "hooks": hooks, "types": types}
 
