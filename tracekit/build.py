@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from operator import itemgetter
 from types import CodeType
 from typing import Any
 
@@ -24,6 +25,7 @@ from .internals import (
     shared_hook_dict,
     tensor_attributes,
 )
+from .internals import VERSION as _VERSION
 from .internals import version as tensor_version
 from .keeper import gc_paused
 from .live import Live, forward_order, walk
@@ -158,7 +160,7 @@ class _Builder:
                 var = n.variable
                 key = storage_key(var)
                 keys[key] = self.leaf_label(n, var, key)
-        self.inputs = {**self.position, **self.label_of}  # graph node -> its index, leaf node -> its label
+        self.inputs = {**self.position, **self.label_of, None: None}  # graph node -> its index, leaf node -> its label
         nexts = list(map(edges.__getitem__, graph_nodes))
         del edges
         seq = list(map(SEQUENCE_NR, graph_nodes))  # each node's sequence number, read once
@@ -171,11 +173,10 @@ class _Builder:
         n = len(graph_nodes)
         bar = Progress(n, "tracing nodes", progress)
         nodes = self.rows  # one plain tuple per node (no module yet): transposed below
-        node, step, unknown = self.node, max(1, n // 100), (None, None)
+        step = max(1, n // 100)
         for start in range(0, n, step):  # the bar told once per 1 % of the nodes
             bar.update(start)
-            for i in range(start, min(start + step, n)):
-                node(nodes, graph_nodes[i], i, nexts[i], sources[i] if sources else unknown)
+            self.fill(nodes, graph_nodes, nexts, sources, start, min(start + step, n))
         bar.close()
         node_columns = [*zip(*nodes)] if nodes else [() for _ in NodeColumns._fields[:-1]]
         node_columns.append(tuple(map(modules.get, owners)) if owners is not None and modules else (None,) * n)
@@ -226,6 +227,81 @@ class _Builder:
             self.leaves[label] = f"{role._value_} {tuple(var.shape)} {_dtype_text(var.dtype)}"
         self.label_of[leaf_node] = label
         return label
+
+    def fill(self, rows: list[tuple[Any, ...]], graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]],
+             sources: list[tuple[str | None, str | None]] | None, start: int, stop: int) -> None:
+        """node() for nodes start .. stop - 1, the common case inline: a built-in node whose saved
+        values the graph holds itself, plain strided tensors (what node(), held() and role() would
+        append, with fewer calls); any other node through node()."""
+        res, lookup, types, position, okeys = self.res, self.inputs, _TYPES, self.position, self.output_keys
+        index_get, storage_rows, shapes = self.storage_index.get, self.storage_rows, self.shapes
+        pkeys, names = self.parameter_keys, self.names
+        add_row, add_res, add_weak, add_storage = rows.append, res.append, self.weaks.append, storage_rows.append
+        unknown = (None, None)
+        for i in range(start, stop):
+            gnode, nx = graph_nodes[i], nexts[i]
+            info = types.get((type(gnode), len(nx)))
+            if info is None or info[1] is None:  # a type not seen yet, or a custom Function
+                self.node(rows, gnode, i, nx, sources[i] if sources else unknown)
+                continue
+            name, op, by_slot, rule_of, attribute_slots, tensor_slots = info
+            inputs = tuple(map(lookup.__getitem__, map(_FIRST, nx)))
+            if None in inputs:  # an input that gets no gradient: not an input, and `needs` says so
+                needs = tuple([n is not None for n in inputs])
+                inputs = tuple([n for n in inputs if n is not None])
+            else:
+                needs = _ALL_NEEDED[len(nx)] if len(nx) < len(_ALL_NEEDED) else (True,) * len(nx)
+            first = len(res)
+            for slot, raw_attr, value_attr in tensor_slots:
+                raw = getattr(gnode, raw_attr)
+                if raw is None:
+                    continue
+                if type(raw) is tuple or type(raw) is list or raw.unpack_hook is not None:
+                    break  # a list, or a hook: node() tells what each slot holds
+                try:
+                    t = getattr(gnode, value_attr)
+                except RuntimeError:  # released or modified in place
+                    break
+                if t is None:
+                    continue
+                kind = type(t)
+                if not ((kind is _TENSOR or kind is _PARAMETER_TYPE) and t.layout == _STRIDED and not t.is_meta):
+                    self.residual(i, gnode, (slot, _LIVE, t, _GRAPH, None, None), None, {slot: rule_of[slot]}, name)
+                    continue
+                device = "cpu" if t.is_cpu else device_text(t.device)
+                storage_object = t.untyped_storage()
+                key = (device, storage_object.data_ptr())
+                producer = t.grad_fn
+                if producer is gnode:  # role(), inline for an op's output
+                    role, from_node, from_name, made = _OUTPUT_OF_THIS, i, None, _MADE[key in okeys]
+                elif producer is not None and (at := position.get(producer)) is not None and slot[:6] != "result":
+                    role, from_node, from_name, made = _OUTPUT_OF, at, None, _MADE[key in okeys]
+                else:
+                    role, from_node, from_name, made = self.role(slot, t, gnode, key, producer, _VERSION(t), name)
+                storage = index_get(key)
+                if storage is None:
+                    if producer is not None and key not in pkeys and key not in names:  # an op's output nobody named
+                        storage = self.storage_index[key] = len(storage_rows)
+                        add_storage((key, storage_object.nbytes(), device, None, (), False, key in okeys, None))
+                        add_weak(storage_weak_ref(storage_object))
+                    else:
+                        storage = self.new_storage(key, t, device, storage_object, producer)
+                numel, dtype, size = t.numel(), t.dtype, t.shape
+                shape = shapes.get(size)  # one tuple per distinct shape (fewer objects for the collector)
+                if shape is None:
+                    shape = tuple(size)
+                    shapes[shape] = shape
+                add_res((i, slot, shape, _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device,
+                         numel * t.element_size(), storage, role, rule_of[slot], from_node, from_name, _GRAPH, _LIVE,
+                         _VERSION(t), None, None, _values(t) if numel <= 4 else None, (), made, None))
+            else:
+                attrs = _plain_values(saved_attribute_values(gnode, attribute_slots)) if attribute_slots else ()
+                source = sources[i] if sources else unknown
+                add_row((name, op, source[0], source[1], inputs, first, len(res) - first, attrs, by_slot is not None,
+                         needs, None))
+                continue
+            del res[first:]  # a slot that is not a plain held tensor: the node again, each slot read as it is
+            self.node(rows, gnode, i, nx, sources[i] if sources else unknown)
 
     def node(self, rows: list[tuple[Any, ...]], gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...],
              source: tuple[str | None, str | None]) -> None:
@@ -499,6 +575,8 @@ _OUTPUT, _INTERMEDIATE, _CONSTANT, _PARAMETER, _INPUT = (Role.OUTPUT, Role.INTER
 _MODIFIED, _RECOMPUTED, _LIVE, _GRAPH = Status.MODIFIED, HeldIn.RECOMPUTED, Status.LIVE, HeldIn.GRAPH
 _STRIDED, _TENSOR, _PARAMETER_TYPE = torch.strided, torch.Tensor, torch.nn.Parameter
 _ALL_NEEDED = tuple((True,) * n for n in range(8))  # `needs` of a node whose every input gets a gradient
+_FIRST = itemgetter(0)  # a next_functions pair's node
+_MADE = (_INTERMEDIATE, _OUTPUT)  # an op's output's Role, by whether it is a traced output's storage
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
 _TYPES: dict[tuple[type, int], tuple[Any, ...]] = {}
 _OUTPUT_OF_THIS, _OUTPUT_OF = 1, 2  # role codes: `output of #3 MulBackward0 (this node)`, `output of #3 MulBackward0`

@@ -250,6 +250,9 @@ NEXT_SEQUENCE_NR: Callable[[], int] | None = (torch._C._autograd._get_sequence_n
                                               if CAPABILITIES["sequence_counter"] else None)
 
 
+VERSION: Callable[[torch.Tensor], int] = operator.attrgetter("_version")  # version(), as a getter for hot loops
+
+
 def version(t: torch.Tensor) -> int:
     """A tensor's version counter (bumped by each in-place write)."""
     return t._version
