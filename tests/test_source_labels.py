@@ -33,3 +33,26 @@ def test_a_cell_is_named_by_its_execution_count_and_line():
 
 def test_without_a_frame_there_is_no_label():
     assert where(None) is None
+
+
+def test_a_trace_keeps_the_count_of_the_run_that_made_it_when_the_cell_runs_again():
+    """A kernel names a cell's file by its text, so a rerun of the same cell reuses the file: a trace
+    made in the first run still says that run's number (its lines are made text when first read)."""
+    compiler = pytest.importorskip("ipykernel.compiler")
+    shell_module = pytest.importorskip("IPython.core.interactiveshell")
+    shell = shell_module.InteractiveShell.instance(compiler_class=compiler.XCachingCompiler)
+    try:
+        shell.run_cell("import torch, tracekit as tk", store_history=True)
+        cell = "x = torch.ones(2, requires_grad=True)\nwith tk.capture() as cap:\n    y = x.exp()\ntr = cap.trace(y)"
+        first = shell.execution_count
+        shell.run_cell(cell, store_history=True)
+        shell.run_cell("earlier = tr", store_history=True)
+        again = shell.execution_count
+        shell.run_cell(cell, store_history=True)  # the same text: the same file name
+        earlier, now = shell.user_ns["earlier"], shell.user_ns["tr"]
+        assert earlier is not now
+        assert earlier.nodes[0].source == f"cell [{first}] line 3"
+        assert now.nodes[0].source == f"cell [{again}] line 3"
+        assert [n.call for n in earlier.nodes] == ["exp"]
+    finally:
+        shell_module.InteractiveShell.clear_instance()

@@ -16,7 +16,7 @@ import torch
 
 from . import keeper, rules
 from .errors import NoHistoryError, NotATensorError
-from .frames import Names, where_at
+from .frames import Names, cell_counts, where_at
 from .internals import (
     SEQUENCE_NR,
     attribute_slots,
@@ -165,10 +165,6 @@ class _Builder:
         del edges
         seq = list(map(SEQUENCE_NR, graph_nodes))  # each node's sequence number, read once
         owners = _owners(seq, self.sources, nexts, self.position) if self.sources is not None else None
-        texts: dict[tuple[int, int], str] = {}  # each place's line as text, made once per trace
-        lines = {first: (texts.get((id(code), offset)) or where_at(texts, code, offset), call)  # a place seen: no call
-                 for first, (_, code, offset, call) in self.sources.items()} if self.sources else {}
-        sources = [lines[o] if o >= 0 else (None, None) for o in owners] if owners is not None else None
         modules = self.modules
         n = len(graph_nodes)
         bar = Progress(n, "tracing nodes", progress)
@@ -176,10 +172,12 @@ class _Builder:
         step = max(1, n // 100)
         for start in range(0, n, step):  # the bar told once per 1 % of the nodes
             bar.update(start)
-            self.fill(nodes, graph_nodes, nexts, sources, start, min(start + step, n))
+            self.fill(nodes, graph_nodes, nexts, start, min(start + step, n))
         bar.close()
-        node_columns = [*zip(*nodes)] if nodes else [() for _ in NodeColumns._fields[:-1]]
-        node_columns.append(tuple(map(modules.get, owners)) if owners is not None and modules else (None,) * n)
+        node_columns = [*zip(*nodes)] if nodes else [() for _ in range(8)]
+        node_columns[2:2] = _source_columns(owners, self.sources, n)
+        none = (None,) * n
+        node_columns += [none, tuple(map(modules.get, owners)) if owners is not None and modules else none]
         output_names = [self.names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
                         for t in self.outputs]
         position = self.position
@@ -229,7 +227,7 @@ class _Builder:
         return label
 
     def fill(self, rows: list[tuple[Any, ...]], graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]],
-             sources: list[tuple[str | None, str | None]] | None, start: int, stop: int) -> None:
+             start: int, stop: int) -> None:
         """node() for nodes start .. stop - 1, the common case inline: a built-in node whose saved
         values the graph holds itself, plain strided tensors (what node(), held() and role() would
         append, with fewer calls); any other node through node()."""
@@ -237,12 +235,11 @@ class _Builder:
         index_get, storage_rows, shapes = self.storage_index.get, self.storage_rows, self.shapes
         pkeys, names = self.parameter_keys, self.names
         add_row, add_res, add_weak, add_storage = rows.append, res.append, self.weaks.append, storage_rows.append
-        unknown = (None, None)
         for i in range(start, stop):
             gnode, nx = graph_nodes[i], nexts[i]
             info = types.get((type(gnode), len(nx)))
             if info is None or info[1] is None:  # a type not seen yet, or a custom Function
-                self.node(rows, gnode, i, nx, sources[i] if sources else unknown)
+                self.node(rows, gnode, i, nx)
                 continue
             name, op, by_slot, rule_of, attribute_slots, tensor_slots = info
             inputs = tuple(map(lookup.__getitem__, map(_FIRST, nx)))
@@ -296,18 +293,14 @@ class _Builder:
                          _VERSION(t), None, None, _values(t) if numel <= 4 else None, (), made, None))
             else:
                 attrs = _plain_values(saved_attribute_values(gnode, attribute_slots)) if attribute_slots else ()
-                source = sources[i] if sources else unknown
-                add_row((name, op, source[0], source[1], inputs, first, len(res) - first, attrs, by_slot is not None,
-                         needs, None))
+                add_row((name, op, inputs, first, len(res) - first, attrs, by_slot is not None, needs))
                 continue
             del res[first:]  # a slot that is not a plain held tensor: the node again, each slot read as it is
-            self.node(rows, gnode, i, nx, sources[i] if sources else unknown)
+            self.node(rows, gnode, i, nx)
 
-    def node(self, rows: list[tuple[Any, ...]], gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...],
-             source: tuple[str | None, str | None]) -> None:
-        """One forward op with its residuals, appended as plain tuples (`nexts`: its next_functions;
-        `source`: line and call)."""
-        where, call = source
+    def node(self, rows: list[tuple[Any, ...]], gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...]) -> None:
+        """One forward op with its residuals, appended as a plain tuple (`nexts`: its next_functions;
+        its line, call, note and module are columns of their own)."""
         lookup = self.inputs
         inputs = tuple([lookup[n] for n, _ in nexts if n is not None])
         if len(inputs) == len(nexts):  # every input gets a gradient
@@ -339,8 +332,7 @@ class _Builder:
             for kept in checkpoint_kept(gnode, self.frames):
                 self.residual(i, gnode, (kept.slot, kept.status, kept.tensor, kept.place, kept.error, kept.hook),
                               None, _CHECKPOINT_RULES)
-        rows.append((name, op, where, call, inputs, first, len(self.res) - first, attrs, by_slot is not None, needs,
-                     None))
+        rows.append((name, op, inputs, first, len(self.res) - first, attrs, by_slot is not None, needs))
 
     def residual(self, node: int, gnode: Any, saved: tuple[Any, ...], by_slot: dict[str, str] | None,
                  rule_of: dict[str, str], name: str | None = None) -> None:
@@ -504,6 +496,33 @@ def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int],
     return owner
 
 
+def _source_columns(owners: list[int] | None, sources: Sources | None, n: int) -> list[Any]:
+    """The source and call columns (`owners`: each node's call, _owners): each line made text when
+    the column is first read, with notebook cells' execution counts as they are now."""
+    if owners is None or sources is None:
+        return [(None,) * n, (None,) * n]
+    calls = dict(sources)  # as they are now: capture goes on adding to its own
+    counts = cell_counts(set(map(_CODE, calls.values())))
+    return [Formatted(lambda: _lines(owners, calls, counts)),
+            Formatted(lambda: [calls[o][3] if o >= 0 else None for o in owners])]
+
+
+def _lines(owners: list[int], calls: Sources, counts: dict[str, int | None]) -> list[str | None]:
+    """Each node's line as text (`owners`: its call, -1 for none; `calls`: capture's sources)."""
+    texts: dict[tuple[int, int], str] = {}  # each place's text, made once
+    lines: dict[int, str | None] = {}  # each call's
+    out = []
+    for o in owners:
+        if o < 0:
+            out.append(None)
+            continue
+        if o not in lines:
+            _, code, offset, _ = calls[o]
+            lines[o] = where_at(texts, code, offset, counts)
+        out.append(lines[o])
+    return out
+
+
 def _formatted(columns: Any, names: tuple[str, ...]) -> Any:
     """The residual columns with the role words and the previews made when first read (`names`: the
     nodes' names)."""
@@ -575,7 +594,7 @@ _OUTPUT, _INTERMEDIATE, _CONSTANT, _PARAMETER, _INPUT = (Role.OUTPUT, Role.INTER
 _MODIFIED, _RECOMPUTED, _LIVE, _GRAPH = Status.MODIFIED, HeldIn.RECOMPUTED, Status.LIVE, HeldIn.GRAPH
 _STRIDED, _TENSOR, _PARAMETER_TYPE = torch.strided, torch.Tensor, torch.nn.Parameter
 _ALL_NEEDED = tuple((True,) * n for n in range(8))  # `needs` of a node whose every input gets a gradient
-_FIRST = itemgetter(0)  # a next_functions pair's node
+_FIRST, _CODE = itemgetter(0), itemgetter(1)  # a next_functions pair's node, a source's code
 _MADE = (_INTERMEDIATE, _OUTPUT)  # an op's output's Role, by whether it is a traced output's storage
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
 _TYPES: dict[tuple[type, int], tuple[Any, ...]] = {}

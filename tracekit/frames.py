@@ -8,7 +8,7 @@ import inspect
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from types import CodeType, FrameType
 from typing import Any
 
@@ -59,27 +59,40 @@ def where(frame: FrameType | None) -> str | None:
     return _line_text(frame.f_code.co_filename, frame.f_lineno)
 
 
-def where_at(places: dict[tuple[int, int], str], code: CodeType | None, offset: int) -> str | None:
+def where_at(places: dict[tuple[int, int], str], code: CodeType | None, offset: int,
+             counts: dict[str, int | None] | None = None) -> str | None:
     """`where` of a frame that ran `code` and was at `offset` (its f_lasti: cheaper to keep than its
-    line); `places`: the texts made so far, kept by the caller for one trace while that code is alive
-    (a notebook cell's execution count is its latest run's)."""
+    line); `places`: the texts made so far, kept by the caller for one trace while that code is alive;
+    `counts`: notebook cells' execution counts as cell_counts read them (else read now: a cell's latest run)."""
     if code is None:
         return None
     key = (id(code), offset)  # a code object's own hash reads all its fields
     text = places.get(key)
     if text is None:
         line = next((n for start, end, n in code.co_lines() if start <= offset < end), None)
-        text = places[key] = _line_text(code.co_filename, line if line is not None else code.co_firstlineno)
+        text = places[key] = _line_text(code.co_filename, line if line is not None else code.co_firstlineno, counts)
     return text
 
 
-def _line_text(name: str, line: int) -> str:
+def cell_counts(codes: Iterable[CodeType | None]) -> dict[str, int | None]:
+    """The execution count now of each notebook cell among `codes` (file name -> In[n]): where_at
+    made later names the run that was current when these were read."""
+    return {code.co_filename: _execution_count(code.co_filename) for code in codes
+            if code is not None and _label(code.co_filename) == "cell"}
+
+
+def _label(name: str) -> str:
     label = _LABEL.get(name)
     if label is None:
         cell = _NOTEBOOK_CELL.search(name) or name.startswith("<ipython-input")
         label = _LABEL[name] = "cell" if cell else os.path.basename(name)
+    return label
+
+
+def _line_text(name: str, line: int, counts: dict[str, int | None] | None = None) -> str:
+    label = _label(name)
     if label == "cell":
-        count = _execution_count(name)
+        count = counts[name] if counts is not None and name in counts else _execution_count(name)
         return f"cell [{count}] line {line}" if count is not None else f"cell line {line}"
     return f"{label}:{line}"
 

@@ -45,6 +45,7 @@ class Observer:
         self.key = key  # a node's sequence number (SEQUENCE_NR) or its id
         self.order: list[int] = []  # node index per step
         self.released: list[tuple[int, ...] | range | list[int]] = []  # per step: residual indexes
+        self.releases: list[int] = []  # the steps that released something
         self.freed: list[tuple[int, ...]] = []  # per step: storage indexes
         self.released_at: list[int | None] = [None] * record.n_residuals
         self.freed_at: list[int | None] = [None] * record.n_storages
@@ -124,6 +125,7 @@ class Observer:
         if not held or not is_released(self.last_node, self.slot[held[0]]):
             return
         self.released[k] = held  # a tuple in finish()
+        self.releases.append(k)
         storage, unreleased, released_at, watched = self.storage, self.unreleased, self.released_at, self.watched
         for j in held:
             released_at[j] = k
@@ -169,7 +171,9 @@ class Observer:
             self.freed[last] = (*self.freed[last], *late)
         self.live = None  # what backward no longer needs: plain tuples from here on (no list for the collector)
         self.unreleased, self.pending = {}, []
-        released, freed = tuple([r if type(r) is tuple else tuple(r) for r in self.released]), tuple(self.freed)
+        for k in self.releases:  # a range or a list while backward ran
+            self.released[k] = tuple(self.released[k])
+        released, freed = tuple(self.released), tuple(self.freed)
         self.released, self.freed = released, freed  # type: ignore[assignment]
         made = _Lifetimes(self.record, tuple(self.released_at), tuple(freed_at), self.held_by)
         return Lifetimes(OBSERVED, tuple(self.order), made, released, freed, self.keep, self.error)
