@@ -14,9 +14,11 @@ or modified slots, checkpoints) runs. What a trace must read, and when:
 
 Every row is one tuple; a step appends to three lists. Made as cheap as we could (a red-team pass cut
 its first version by 8 % on the scalars): each edge list read once, leaves told apart by type, one
-Python call per backward step, C-level loops where a loop only maps, the build's own garbage freed
-before the collector resumes. Its cost over the plain forward + backward is what a Python record of
-these facts costs before it derives anything: what tracekit adds above it is its record.
+Python call per backward step (the build's node objects held, so a step finds its node by identity),
+torch's frames told apart by file name once per file, C-level loops where a loop only maps, the
+build's own garbage freed before the collector resumes. Its cost over the plain forward + backward
+is what a Python record of these facts costs before it derives anything: what tracekit adds above
+it is its record.
 """
 
 from __future__ import annotations
@@ -49,9 +51,20 @@ current_node = torch._C._current_autograd_node
 third, sixth = itemgetter(2), itemgetter(5)
 
 
+class _TorchFiles(dict):
+    """file name -> whether it is torch's (each name tested once)."""
+
+    def __missing__(self, name: str) -> bool:
+        ours = self[name] = name.startswith(_TORCH)
+        return ours
+
+
+_torch_file = _TorchFiles()
+
+
 class CallMode(TorchFunctionMode):
     """Per torch call that made nodes: its first sequence number -> (the number after its last, the
-    caller's code, its offset)."""
+    caller's code, its offset). Torch's own frames are told by their file name, tested once per file."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -64,7 +77,7 @@ class CallMode(TorchFunctionMode):
         if end > start:
             frame = _getframe(1)
             code = frame.f_code
-            while code.co_filename.startswith(_TORCH):
+            while _torch_file[code.co_filename]:
                 frame = frame.f_back
                 code = frame.f_code
             self.calls[start] = (end, code, frame.f_lasti)
@@ -74,7 +87,9 @@ class CallMode(TorchFunctionMode):
 def skeleton_trace(outputs: list[torch.Tensor], calls: dict[int, tuple[int, Any, int]]) -> dict[str, Any]:
     """The build's reads, kept as rows: nodes (name, inputs, first residual, count, attributes, the
     call that made it, the raw slot backward probes), residuals (as bare_reads), storages (address,
-    size, whether backward watches it; a weak reference each)."""
+    size, whether backward watches it; a weak reference each). The nodes' Python objects are held
+    (`position`) until skeleton_backward: the engine hands back the same objects, found by one dict
+    lookup per step, instead of a new object per step asked for its sequence number."""
     with gc_paused():
         # the walk: every node once, its edges read once; leaves told apart by type (one hasattr per type)
         seen: set = set()
@@ -154,17 +169,18 @@ def skeleton_trace(outputs: list[torch.Tensor], calls: dict[int, tuple[int, Any,
             add_node((info[0], tuple(map(get_position, map(first_of, edges[g]))), first, n,
                       attrs(g) if attrs is not None else None, get_call(seqs[i]), probe))
             i += 1
-        edges = seen = position = by_seq = None  # young garbage: gone before the collector runs again
+        edges = seen = by_seq = None  # young garbage: gone before the collector runs again
         hooks = shared_hook_dict(nodes)  # registered on every node, as the build registers it
         return {"nodes": node_rows, "residuals": residuals, "storages": storage_rows, "weaks": weaks,
-                "index": index, "hooks": hooks, "types": types}
+                "index": index, "hooks": hooks, "types": types,
+                "position": position}  # the graph's nodes, held until backward (its steps find them here)
 
 
 def skeleton_backward(loss: torch.Tensor, trace: dict[str, Any]) -> tuple[list[int], list, list]:
     """Backward with one step per node: (the order the nodes ran in, (step, node) for each release
     seen, (step, storage) for each storage seen gone)."""
     nodes, residuals, weaks = trace["nodes"], trace["residuals"], trace["weaks"]
-    index, hooks = trace["index"], trace["hooks"]
+    hooks, position = trace["hooks"], trace.pop("position")  # node -> its row; dropped once backward ends
     watched = list(map(third, trace["storages"]))
     stored = list(map(sixth, residuals))  # each residual's storage
     held = [0] * len(weaks)  # how many saved tensors of the graph hold each storage
@@ -180,9 +196,9 @@ def skeleton_backward(loss: torch.Tensor, trace: dict[str, Any]) -> tuple[list[i
     prev_i = 0
     k = -1  # its step
 
-    def settle() -> None:
-        """The step k ended: storages seen gone, and whether the node of step k released its values."""
-        nonlocal pending, add_pending
+    def hook(_grad: Any) -> None:
+        """Step k ended (storages seen gone; whether its node released its values); the next begins."""
+        nonlocal prev, prev_row, prev_i, k, pending, add_pending
         if pending:
             still = []
             for s in pending:
@@ -192,27 +208,22 @@ def skeleton_backward(loss: torch.Tensor, trace: dict[str, Any]) -> tuple[list[i
                     still.append(s)
             pending = still
             add_pending = still.append
-        if prev_row is None:
-            return
-        raw = getattr(prev, prev_row[6])
-        if raw is not None and raw.data is not None:
-            return
-        add_released((k, prev_i))
-        first = prev_row[2]
-        for s in stored[first:first + prev_row[3]]:
-            held[s] -= 1
-            if not held[s] and watched[s]:  # the graph let go of it: gone now, or soon
-                if weak_expired(weaks[s]):
-                    add_freed((k, s))
-                else:
-                    add_pending(s)
-
-    def hook(_grad: Any) -> None:
-        nonlocal prev, prev_row, prev_i, k
-        if prev_row is not None or pending:
-            settle()
+        if prev_row is not None:
+            raw = getattr(prev, prev_row[6])
+            if raw is None or raw.data is None:
+                add_released((k, prev_i))
+                first = prev_row[2]
+                for s in stored[first:first + prev_row[3]]:
+                    held[s] -= 1
+                    if not held[s] and watched[s]:  # the graph let go of it: gone now, or soon
+                        if weak_expired(weaks[s]):
+                            add_freed((k, s))
+                        else:
+                            add_pending(s)
         g = current_node()
-        i = index[g._sequence_nr()]
+        if g is None:  # after backward: the last step settled
+            return
+        i = position[g]
         row = nodes[i]
         if row[3]:
             prev, prev_row, prev_i = g, row, i
@@ -226,7 +237,7 @@ def skeleton_backward(loss: torch.Tensor, trace: dict[str, Any]) -> tuple[list[i
         loss.backward()
         hooks.clear()
         if k >= 0:
-            settle()
-        prev = None
+            hook(None)
+        prev = position = None
     deque(map(drop_weak_ref, weaks), 0)
     return order, released, freed
