@@ -256,3 +256,48 @@ def test_the_call_names_kept_per_function_stay_bounded():
         z = y.sum()
     assert len(capture_module._CALLS) <= capture_module._CALLS_KEPT
     assert [n.call for n in cap.trace(z).nodes] == [f"op{capture_module._CALLS_KEPT + 9}", "sum"]
+
+
+def _frees(tr):
+    return [(r.node.name, r.slot, r.freed_at, r.held_by) for r in tr.residuals]
+
+
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(64, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x).exp()  # a local the graph saves: the forward's frame holds it until it returns
+        return h.sin().sum()
+
+
+def _ends_in_a_function(x: torch.Tensor) -> torch.Tensor:
+    h = x.exp()
+    return h.sin().sum()
+
+
+@pytest.mark.parametrize("program", ["function", "module"])
+@pytest.mark.parametrize("when", ["trace and backward inside", "backward after another call inside"])
+def test_capture_holds_no_frame_of_the_users_that_would_keep_a_residual_alive(program, when):
+    """A function's (or a module's forward's) last torch call under capture: its frame returned, and
+    its locals (here h, saved by exp and sin) must be freed when backward releases them, as without
+    capture; capture kept that frame to walk the stack once per loop, and so its locals."""
+    torch.manual_seed(0)
+    x = torch.randn(8, 64, requires_grad=True)
+    block = _Block()
+    run = _ends_in_a_function if program == "function" else block
+    plain = tk.trace(run(x))
+    plain.backward()
+    with tk.capture() as cap:
+        y = run(x)
+        tr = cap.trace(y)
+        if when == "backward after another call inside":
+            other = _ends_in_a_function(x.detach())  # its frame is the last torch call's now
+        tr.backward()
+    assert _frees(tr) == _frees(plain)
+    h_rows = [(freed, held) for name, _, freed, held in _frees(tr) if name in ("ExpBackward0", "SinBackward0")]
+    assert len(h_rows) == 2 and all(freed is not None and held is None for freed, held in h_rows)  # h: freed
+    assert [n.name for n in tr.nodes] == [n.name for n in plain.nodes]
+    if when == "backward after another call inside":
+        assert other.item() == _ends_in_a_function(x.detach()).item()

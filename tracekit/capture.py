@@ -63,8 +63,10 @@ class _Recorder(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if _compiling():  # dynamo traces this mode into a compiled region: record nothing there, so
             return func(*args, **(kwargs or {}))  # the region compiles as it does without capture
-        if self.on_backward is not None and func in BACKWARDS:
-            return self.on_backward(func, args, kwargs or {})
+        if func in BACKWARDS:  # frees what the forward saved: capture must hold none of the user's frames
+            self.modules.forget()
+            if self.on_backward is not None:
+                return self.on_backward(func, args, kwargs or {})
         counter = _NEXT_SEQUENCE_NR
         if counter is not None:  # the nodes the call makes: the sequence numbers it takes (no grad_fn read)
             start = counter()
@@ -127,7 +129,14 @@ class _ModulePath:
         self.top = top
 
     def stop(self) -> None:
-        self.top = self.outer = self.caller = None  # hold no frame once recording stopped
+        self.top = None
+        self.forget()  # hold no frame once recording stopped
+
+    def forget(self) -> None:
+        """Let go of the frames kept from the last torch call (the next call walks the stack again):
+        a frame kept after its function returned keeps its locals, and with them tensors that a
+        trace or a backward would otherwise see freed."""
+        self.outer = self.caller = None
         self.found = (None, None)
 
     def locate(self) -> tuple[Any, tuple[int, int] | None]:
@@ -295,6 +304,7 @@ def _trace_recorded(outputs: tuple[torch.Tensor, ...], sources: Sources, mutatio
                     modules: _ModulePath, progress: bool | None) -> Trace:
     """The trace of the graph behind `outputs`, with what a recorder saw (its sources, in-place
     calls and modules) and the names the caller (three frames up) gives tensors and parameters."""
+    modules.forget()  # the frame of the last torch call may have returned: its locals are not the graph's
     with gc_paused():  # names, labels and the record: many small objects, one collection after
         named: list[torch.nn.Module] = []
         names = modules.names(caller_names(named), named)
