@@ -29,6 +29,7 @@ _NEXT_SEQUENCE_NR = NEXT_SEQUENCE_NR
 _CALLS: dict[Any, tuple[str, bool]] = {}  # torch function -> (its name, whether it writes in place)
 _CALLS_KEPT = 4096  # at most this many
 BACKWARDS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+_BACKWARD, _AUTOGRAD_BACKWARD, _GRAD = BACKWARDS
 OnBackward = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (func, args, kwargs) -> its result
 
 
@@ -63,7 +64,8 @@ class _Recorder(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if _compiling():  # dynamo traces this mode into a compiled region: record nothing there, so
             return func(*args, **(kwargs or {}))  # the region compiles as it does without capture
-        if func in BACKWARDS:  # frees what the forward saved: capture must hold none of the user's frames
+        if func is _BACKWARD or func is _AUTOGRAD_BACKWARD or func is _GRAD:  # in BACKWARDS, by identity
+            # backward frees what the forward saved: capture must hold none of the user's frames then
             self.modules.forget()
             if self.on_backward is not None:
                 return self.on_backward(func, args, kwargs or {})
