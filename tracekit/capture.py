@@ -190,14 +190,17 @@ class _ModulePath:
             self.index[module] = k
         return k
 
-    def names(self, names: Names, named: list[torch.nn.Module]) -> Names:
+    def names(self, names: Names, named: list[tuple[torch.nn.Module, list[tuple[str, Any, Any, Any]]]]) -> Names:
         """`names` with the parameters and buffers of the outermost modules called that the
         caller's code does not name, under the module's class (`ResNet.bn1.running_mean`);
-        `named`: the modules whose trees `names` has already (nothing of theirs to add)."""
+        `named`: the modules whose trees `names` has already, with their trees (nothing of theirs to add)."""
         for k in sorted({outer for _, outer in self.of.values()}):
             root = self.modules[k]
-            if not any(root is m for m in named):
+            tree = next((t for m, t in named if m is root), None)
+            if tree is None:
                 name_module(names, root, type(root).__name__, self.tree(k))
+            else:
+                self.trees[k] = tree  # read for its names already: its labels read it too
         return names
 
     def tree(self, k: int) -> list[tuple[str, Any, Any, Any]]:
@@ -308,7 +311,7 @@ def _trace_recorded(outputs: tuple[torch.Tensor, ...], sources: Sources, mutatio
     calls and modules) and the names the caller (three frames up) gives tensors and parameters."""
     modules.forget()  # the frame of the last torch call may have returned: its locals are not the graph's
     with gc_paused():  # names, labels and the record: many small objects, one collection after
-        named: list[torch.nn.Module] = []
+        named: list[tuple[torch.nn.Module, list[tuple[str, Any, Any, Any]]]] = []
         names = modules.names(caller_names(named), named)
         labels = modules.labels()
         modules.trees.clear()  # read again by the next trace (a model may change between)

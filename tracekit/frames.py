@@ -110,11 +110,12 @@ BUFFER = "buffer "  # a name that is a module's buffer: `buffer model.bn1.runnin
 CLOSURE = " (in the closure of "  # `x (in the closure of f)`
 
 
-def caller_names(modules: list[torch.nn.Module] | None = None) -> Names:
+def caller_names(modules: list[tuple[torch.nn.Module, list[tuple[str, Any, Any, Any]]]] | None = None) -> Names:
     """Names the user's code gives to tensors and parameters: storage key -> (name, is a parameter:
     an nn.Parameter or a module's named parameter). Also a module's buffers (`buffer
     model.bn1.running_mean`), tensors in a dict (`batch['x']`) and in a function's closure
-    (`x (in the closure of f)`). `modules`, when given, gets each module whose tree was named."""
+    (`x (in the closure of f)`). `modules`, when given, gets each module whose tree was named, with
+    that tree (module_tree: read once per trace)."""
     names: Names = {}
     frame = user_frame(3)
     if frame is None:
@@ -129,9 +130,10 @@ def caller_names(modules: list[torch.nn.Module] | None = None) -> Names:
             if isinstance(value, torch.Tensor) and value.layout == torch.strided:
                 names.setdefault(storage_key(value), (var, isinstance(value, torch.nn.Parameter)))
             elif isinstance(value, torch.nn.Module):
-                name_module(names, value, var)
+                tree = module_tree(value)
+                name_module(names, value, var, tree)
                 if modules is not None:
-                    modules.append(value)
+                    modules.append((value, tree))
             elif isinstance(value, dict) or (callable(value) and getattr(value, "__closure__", None)):
                 later.append((var, value))
     for deep in (False, True):  # what a dict or function holds itself first, then what its closures hold
