@@ -301,3 +301,34 @@ def test_capture_holds_no_frame_of_the_users_that_would_keep_a_residual_alive(pr
     assert [n.name for n in tr.nodes] == [n.name for n in plain.nodes]
     if when == "backward after another call inside":
         assert other.item() == _ends_in_a_function(x.detach()).item()
+
+
+def _retained_by_one_trace(earlier_calls: int) -> int:
+    """The bytes a one-node trace keeps, made under a capture that saw `earlier_calls` calls before."""
+    import gc
+    import tracemalloc
+
+    x = torch.ones(2, requires_grad=True)
+    with tk.capture() as cap:
+        for _ in range(earlier_calls):
+            x * 2  # a call that makes a node: capture records its line
+        y = x.exp()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tr = cap.trace(y)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert [n.call for n in tr.nodes] == ["exp"]
+    return kept
+
+
+def test_a_trace_keeps_nothing_of_the_calls_that_made_none_of_its_nodes():
+    """A trace's lines are made text when first read, from the calls that made its nodes: a trace
+    kept per step of a long loop under one capture must not keep every call the capture saw before
+    (memory growing with the square of the steps)."""
+    few, many = _retained_by_one_trace(10), _retained_by_one_trace(20000)
+    assert many - few < 100_000, (few, many)
