@@ -501,7 +501,9 @@ def _source_columns(owners: list[int] | None, sources: Sources | None, n: int) -
     the column is first read, with notebook cells' execution counts as they are now."""
     if owners is None or sources is None:
         return [(None,) * n, (None,) * n]
-    calls = dict(sources)  # as they are now: capture goes on adding to its own
+    # the calls that made these nodes, as they are now (capture goes on adding to its own): only
+    # those, so a trace kept per step of a long loop does not keep every call capture saw before
+    calls = {o: sources[o] for o in set(owners) if o >= 0}
     counts = cell_counts(set(map(_CODE, calls.values())))
     return [Formatted(lambda: _lines(owners, calls, counts)),
             Formatted(lambda: [calls[o][3] if o >= 0 else None for o in owners])]
