@@ -503,7 +503,9 @@ def _source_columns(owners: list[int] | None, sources: Sources | None, n: int) -
         return [(None,) * n, (None,) * n]
     # the calls that made these nodes, as they are now (capture goes on adding to its own): only
     # those, so a trace kept per step of a long loop does not keep every call capture saw before
-    calls = {o: sources[o] for o in set(owners) if o >= 0}
+    made = set(owners)
+    made.discard(-1)  # a node no call made
+    calls = dict(zip(made, map(sources.__getitem__, made)))
     counts = cell_counts(set(map(_CODE, calls.values())))
     return [Formatted(lambda: _lines(owners, calls, counts)),
             Formatted(lambda: [calls[o][3] if o >= 0 else None for o in owners])]
