@@ -49,7 +49,6 @@ from .saved import (
     checkpoint_cache,
     checkpoint_kept,
     is_custom_function,
-    plain_saved,
     saved_values,
     slot_names,
 )
@@ -228,9 +227,9 @@ class _Builder:
 
     def fill(self, rows: list[tuple[Any, ...]], graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]],
              start: int, stop: int) -> None:
-        """node() for nodes start .. stop - 1, the common case inline: a built-in node whose saved
-        values the graph holds itself, plain strided tensors (what node(), held() and role() would
-        append, with fewer calls); any other node through node()."""
+        """The nodes start .. stop - 1, the common case inline: a built-in node whose saved values the
+        graph holds itself, plain strided tensors (what node(), residual() and role() would append, with
+        each getter read once and fewer calls); any other node through node()."""
         res, lookup, types, position, okeys = self.res, self.inputs, _TYPES, self.position, self.output_keys
         index_get, storage_rows, shapes = self.storage_index.get, self.storage_rows, self.shapes
         pkeys, names = self.parameter_keys, self.names
@@ -238,7 +237,9 @@ class _Builder:
         for i in range(start, stop):
             gnode, nx = graph_nodes[i], nexts[i]
             info = types.get((type(gnode), len(nx)))
-            if info is None or info[1] is None:  # a type not seen yet, or a custom Function
+            if info is None:  # a type not seen yet
+                info = types[(type(gnode), len(nx))] = _type_info(gnode, len(nx))
+            if info[1] is None:  # a custom Function
                 self.node(rows, gnode, i, nx)
                 continue
             name, op, by_slot, rule_of, attribute_slots, tensor_slots = info
@@ -299,8 +300,9 @@ class _Builder:
             self.node(rows, gnode, i, nx)
 
     def node(self, rows: list[tuple[Any, ...]], gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...]) -> None:
-        """One forward op with its residuals, appended as a plain tuple (`nexts`: its next_functions;
-        its line, call, note and module are columns of their own)."""
+        """One forward op with its residuals, appended as a plain tuple, each slot read as it is (hooks,
+        lists, released or modified values, checkpoints; fill() takes the common node): `nexts` its
+        next_functions; its line, call, note and module are columns of their own."""
         lookup = self.inputs
         inputs = tuple([lookup[n] for n, _ in nexts if n is not None])
         if len(inputs) == len(nexts):  # every input gets a gradient
@@ -319,15 +321,10 @@ class _Builder:
             attrs = _plain_values(saved_attribute_values(gnode, attribute_slots)) if attribute_slots else ()
         first = len(self.res)
         recomputed = False
-        plain = plain_saved(gnode, tensor_slots) if tensor_slots is not None else None
-        if plain is not None:  # the common case: every saved tensor held by the graph itself
-            for slot, t in plain:
-                self.held(i, gnode, slot, t, rule_of[slot], name)
-        else:
-            for saved in saved_values(gnode, tensor_slots):
-                self.residual(i, gnode, saved, by_slot, rule_of, name)
-                recomputed = recomputed or saved[3] is _RECOMPUTED
-            self.recomputed = self.recomputed or recomputed
+        for saved in saved_values(gnode, tensor_slots):
+            self.residual(i, gnode, saved, by_slot, rule_of, name)
+            recomputed = recomputed or saved[3] is _RECOMPUTED
+        self.recomputed = self.recomputed or recomputed
         if recomputed:  # the first node of a checkpointed region: what the checkpoint keeps for it
             for kept in checkpoint_kept(gnode, self.frames):
                 self.residual(i, gnode, (kept.slot, kept.status, kept.tensor, kept.place, kept.error, kept.hook),
@@ -377,32 +374,6 @@ class _Builder:
         res.append((node, slot, tuple(t.shape), _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device,
                     numel * t.element_size(), storage, role, rule, from_node, from_name, place, status, version,
                     error, saved_version, preview, modified_by, made, hook))
-
-    def held(self, node: int, gnode: Any, slot: str, t: torch.Tensor, rule: str, name: str) -> None:
-        """residual() for a value the graph holds itself, readable (live, no hook): a real strided
-        tensor's row made with each getter read once; anything else through residual()."""
-        kind = type(t)
-        if not ((kind is _TENSOR or kind is _PARAMETER_TYPE) and t.layout == _STRIDED and not t.is_meta):
-            self.residual(node, gnode, (slot, _LIVE, t, _GRAPH, None, None), None, {slot: rule}, name)
-            return
-        device = "cpu" if t.is_cpu else device_text(t.device)
-        storage_object = t.untyped_storage()
-        key = (device, storage_object.data_ptr())
-        producer = t.grad_fn
-        version = tensor_version(t)
-        role, from_node, from_name, made = self.role(slot, t, gnode, key, producer, version, name)
-        res = self.res
-        storage = self.storage_index.get(key)
-        if storage is None:
-            storage = self.new_storage(key, t, device, storage_object, producer)
-        numel, dtype, size = t.numel(), t.dtype, t.shape
-        shape = self.shapes.get(size)  # one tuple per distinct shape (fewer objects for the collector)
-        if shape is None:
-            shape = tuple(size)
-            self.shapes[shape] = shape
-        res.append((node, slot, shape, _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device, numel * t.element_size(),
-                    storage, role, rule, from_node, from_name, _GRAPH, _LIVE, version, None, None,
-                    _values(t) if numel <= 4 else None, (), made, None))
 
     def new_storage(self, key: StorageKey, t: torch.Tensor, device: str | None, storage_object: Any,
                     producer: Any) -> int:

@@ -28,7 +28,7 @@ from .internals import (
 from .rows import HeldIn, Status
 
 __all__ = ["CHECKPOINT_RULE", "SavedSlot", "attributes", "checkpoint_cache", "checkpoint_kept", "is_custom_function",
-           "plain_saved", "raw_slot", "released", "saved_slots", "saved_values", "slot_names"]
+           "raw_slot", "released", "saved_slots", "saved_values", "slot_names"]
 
 
 @dataclass(slots=True)
@@ -189,26 +189,6 @@ def saved_slots(node: Any) -> list[SavedSlot]:
 
 
 _LIVE, _GRAPH = Status.LIVE, HeldIn.GRAPH
-
-
-def plain_saved(node: Any, slots: tuple[tuple[str, str, str], ...]) -> list[tuple[str, Any]] | None:
-    """(slot, tensor) for each value a built-in node holds itself, in `slots` order (its type's
-    tensor_attributes), when every slot is such a value or empty (the common case: no hook, no list,
-    nothing released or modified); None otherwise, and saved_values tells what each slot holds."""
-    out: list[tuple[str, Any]] = []
-    for name, raw_attr, value_attr in slots:
-        raw = getattr(node, raw_attr)
-        if raw is None:
-            continue
-        if type(raw) is tuple or type(raw) is list or raw.unpack_hook is not None:
-            return None
-        try:
-            value = getattr(node, value_attr)
-        except RuntimeError:  # released or modified in place
-            return None
-        if value is not None:
-            out.append((name, value))
-    return out
 
 
 def saved_values(node: Any, slots: tuple[tuple[str, str, str], ...] | None = None) -> list[tuple[Any, ...]]:
