@@ -164,7 +164,7 @@ def _bare_observed_backward(loss: torch.Tensor, hooks: dict | None = None) -> No
     """One shared pre-hook per node (the engine names the node), then backward: what tracekit's
     observation costs with no bookkeeping at all. `hooks`: the hook dict bare_reads registered
     while it walked (as tk.trace registers it); without, the graph is walked here to register it."""
-    from tracekit.internals import PreHook, shared_hook_dict
+    from tracekit.internals import CURRENT_NODE, PreHook, shared_hook_dict
     from tracekit.keeper import gc_paused
     from tracekit.live import is_leaf_node, walk
 
@@ -172,7 +172,7 @@ def _bare_observed_backward(loss: torch.Tensor, hooks: dict | None = None) -> No
     with gc_paused():  # as tracekit's observed backward runs
         if hooks is None:
             hooks = shared_hook_dict([n for n in walk([loss.grad_fn]) if not is_leaf_node(n)])
-        hook = PreHook(None, calls.append, hooks)
+        hook = PreHook(None, lambda _grad, node=None: calls.append(node or CURRENT_NODE()), hooks)
         loss.backward()
         hook.remove()
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from operator import itemgetter
+from itertools import compress
+from operator import attrgetter, itemgetter, not_
 from types import CodeType
 from typing import Any
 
@@ -21,6 +22,7 @@ from .internals import (
     SEQUENCE_NR,
     attribute_slots,
     custom_forward_name,
+    require,
     saved_attribute_values,
     shared_hook_dict,
     tensor_attributes,
@@ -28,7 +30,7 @@ from .internals import (
 from .internals import VERSION as _VERSION
 from .internals import version as tensor_version
 from .keeper import gc_paused
-from .live import Live, forward_order, walk
+from .live import Live, is_leaf_node_type, walk
 from .progress import Progress
 from .reader import Node, _Data
 from .rows import (
@@ -145,20 +147,21 @@ class _Builder:
         self.inputs: dict[Any, int | str] = {}  # a node's input: graph node -> its index, leaf node -> its label
         self.rows: list[tuple[Any, ...]] = []  # one plain tuple per node made so far (its name first)
         self.recomputed = False  # whether a residual is recomputed (a checkpointed region's)
+        # fill(): role() of a leaf's value, by (storage key, requires_grad, type)
+        self.value_roles: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         edges: dict[Any, tuple[tuple[Any, int], ...]] = {}
-        everything = walk(roots, edges)
-        graph_nodes = forward_order(everything)
+        leaves, ops = _leaves_and_ops(walk(roots, edges))
+        graph_nodes = sorted(ops, key=SEQUENCE_NR)  # forward order
         keeper.keep(graph_nodes)
         self.position = {n: i for i, n in enumerate(graph_nodes)}
         # leaves that get gradients: a residual in their storage is theirs (e.g. W.t())
         keys = self.parameter_keys
-        for n in everything:
-            if hasattr(n, "variable") and hasattr(type(n), "variable"):  # is_leaf_node(n), inline
-                var = n.variable
-                key = storage_key(var)
-                keys[key] = self.leaf_label(n, var, key)
+        for n in leaves:
+            var = n.variable
+            key = storage_key(var)
+            keys[key] = self.leaf_label(n, var, key)
         self.inputs = {**self.position, **self.label_of, None: None}  # graph node -> its index, leaf node -> its label
         nexts = list(map(edges.__getitem__, graph_nodes))
         del edges
@@ -232,7 +235,7 @@ class _Builder:
         each getter read once and fewer calls); any other node through node()."""
         res, lookup, types, position, okeys = self.res, self.inputs, _TYPES, self.position, self.output_keys
         index_get, storage_rows, shapes = self.storage_index.get, self.storage_rows, self.shapes
-        pkeys, names = self.parameter_keys, self.names
+        pkeys, names, value_roles = self.parameter_keys, self.names, self.value_roles
         add_row, add_res, add_weak, add_storage = rows.append, res.append, self.weaks.append, storage_rows.append
         for i in range(start, stop):
             gnode, nx = graph_nodes[i], nexts[i]
@@ -242,7 +245,7 @@ class _Builder:
             if info[1] is None:  # a custom Function
                 self.node(rows, gnode, i, nx)
                 continue
-            name, op, by_slot, rule_of, attribute_slots, tensor_slots = info
+            name, op, by_slot, rule_of, _, tensor_slots, read_attributes = info
             inputs = tuple(map(lookup.__getitem__, map(_FIRST, nx)))
             if None in inputs:  # an input that gets no gradient: not an input, and `needs` says so
                 needs = tuple([n is not None for n in inputs])
@@ -274,11 +277,21 @@ class _Builder:
                     role, from_node, from_name, made = _OUTPUT_OF_THIS, i, None, _MADE[key in okeys]
                 elif producer is not None and (at := position.get(producer)) is not None and slot[:6] != "result":
                     role, from_node, from_name, made = _OUTPUT_OF, at, None, _MADE[key in okeys]
+                elif producer is None and slot[:6] != "result":  # a leaf's value, or a constant
+                    if not t.requires_grad and kind is _TENSOR and key not in names:  # role(), inline for a constant
+                        role, from_node, from_name, made = _NO_GRAD_CONSTANT
+                    else:  # role() once per storage and kind of value (a parameter is saved by node after node)
+                        role_key = (key, t.requires_grad, kind)
+                        found = value_roles.get(role_key)
+                        if found is None:
+                            found = value_roles[role_key] = self.role(slot, t, gnode, key, None, 0, name)
+                        role, from_node, from_name, made = found
                 else:
                     role, from_node, from_name, made = self.role(slot, t, gnode, key, producer, _VERSION(t), name)
                 storage = index_get(key)
                 if storage is None:
-                    if producer is not None and key not in pkeys and key not in names:  # an op's output nobody named
+                    if (producer is not None or made is _CONSTANT) and key not in pkeys and key not in names:
+                        # an op's output, or a constant, that nobody named (what new_storage would append)
                         storage = self.storage_index[key] = len(storage_rows)
                         add_storage((key, storage_object.nbytes(), device, None, (), False, key in okeys, None))
                         add_weak(storage_weak_ref(storage_object))
@@ -293,7 +306,16 @@ class _Builder:
                          numel * t.element_size(), storage, role, rule_of[slot], from_node, from_name, _GRAPH, _LIVE,
                          _VERSION(t), None, None, _values(t) if numel <= 4 else None, (), made, None))
             else:
-                attrs = _plain_values(saved_attribute_values(gnode, attribute_slots)) if attribute_slots else ()
+                if read_attributes is None:
+                    attrs = ()
+                else:  # saved_attribute_values, with one C-level read of every value
+                    require("saved_slots", "reading what an autograd node saved")
+                    slot_names_, read, one = read_attributes
+                    attrs = ((slot_names_[0], read(gnode)),) if one else tuple(zip(slot_names_, read(gnode)))
+                    for _, v in attrs:
+                        if type(v) not in _ATOM_TYPES:
+                            attrs = _plain_values(attrs)
+                            break
                 add_row((name, op, inputs, first, len(res) - first, attrs, by_slot is not None, needs))
                 continue
             del res[first:]  # a slot that is not a plain held tensor: the node again, each slot read as it is
@@ -313,7 +335,7 @@ class _Builder:
         info = _TYPES.get((kind, len(nexts)))
         if info is None:
             info = _TYPES[(kind, len(nexts))] = _type_info(gnode, len(nexts))
-        name, op, by_slot, rule_of, attribute_slots, tensor_slots = info
+        name, op, by_slot, rule_of, attribute_slots, tensor_slots, _ = info
         if op is None:  # a custom Function: its name is its class's
             op = op_name(gnode)
             attrs = _plain_attributes(attributes(gnode))
@@ -434,7 +456,16 @@ class _Builder:
             return f"constant {var}", None, var, _CONSTANT
         if is_custom_function(gnode):  # made inside a custom/compiled forward, which ran without grad
             return "made inside the function's forward", None, None, _INTERMEDIATE
-        return "constant (no grad)", None, None, _CONSTANT
+        return _NO_GRAD_CONSTANT
+
+
+def _leaves_and_ops(nodes: list[Any]) -> tuple[list[Any], list[Any]]:
+    """(the leaf nodes, the op nodes) of a walk, in its order: is_leaf_node asked once per node type."""
+    leaf_kinds = {kind for kind in set(map(type, nodes)) if is_leaf_node_type(kind)}
+    if not leaf_kinds:
+        return [], nodes
+    is_leaf = list(map(leaf_kinds.__contains__, map(type, nodes)))
+    return list(compress(nodes, is_leaf)), list(compress(nodes, map(not_, is_leaf)))
 
 
 def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int], ...]],
@@ -573,19 +604,24 @@ _FIRST, _CODE = itemgetter(0), itemgetter(1)  # a next_functions pair's node, a 
 _MADE = (_INTERMEDIATE, _OUTPUT)  # an op's output's Role, by whether it is a traced output's storage
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
 _TYPES: dict[tuple[type, int], tuple[Any, ...]] = {}
+_NO_GRAD_CONSTANT = ("constant (no grad)", None, None, _CONSTANT)  # role() of a constant nobody named
 _OUTPUT_OF_THIS, _OUTPUT_OF = 1, 2  # role codes: `output of #3 MulBackward0 (this node)`, `output of #3 MulBackward0`
 
 
 def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
     """What does not change per node type (and number of inputs): its name, its op (None for a custom
     Function, named by its class), the formulas by slot, each tensor slot's rule text, its attribute
-    slots and its tensor slots (None for a custom Function)."""
+    slots, its tensor slots and (its attribute slots' names, one getter of their values, whether
+    there is one) or None (None for a custom Function)."""
     name = gnode.name()
     by_slot = _rules_of(type(gnode), name, n_inputs)
     if is_custom_function(gnode):
-        return name, None, by_slot, {}, None, None
+        return name, None, by_slot, {}, None, None, None
     rule_of = {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
-    return name, op_name(gnode), by_slot, rule_of, attribute_slots(type(gnode)), tensor_attributes(type(gnode))
+    slots = attribute_slots(type(gnode))
+    read = (tuple(slot for slot, _ in slots), attrgetter(*(attr for _, attr in slots)), len(slots) == 1) \
+        if slots else None
+    return name, op_name(gnode), by_slot, rule_of, slots, tensor_attributes(type(gnode)), read
 
 
 @functools.cache

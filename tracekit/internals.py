@@ -199,10 +199,7 @@ def is_released(node: Any, slot: str) -> bool:
     """Whether autograd released a node's saved values, read from one raw slot without unpacking it
     (None data, or PyTorch refusing, means released; one slot stands for all: a node releases every
     saved value at once, right after its rule ran)."""
-    probe = _PROBES.get((type(node), slot))
-    if probe is None:
-        probe = _PROBES[(type(node), slot)] = _release_probe(node, slot)
-    attr, index = probe
+    attr, index = release_probe(node, slot)
     try:
         raw = getattr(node, attr)
         if index is not None:
@@ -212,6 +209,15 @@ def is_released(node: Any, slot: str) -> bool:
         return raw is not None and raw.data is None
     except (RuntimeError, IndexError):  # "saved tensors ... have already been freed"
         return True
+
+
+def release_probe(node: Any, slot: str) -> tuple[str, int | None]:
+    """is_released's probe for a node and slot, as (raw attribute, list index: None for a single
+    value, -1 for a custom Function's saved tensors), for a caller that reads it inline."""
+    probe = _PROBES.get((type(node), slot))
+    if probe is None:
+        probe = _PROBES[(type(node), slot)] = _release_probe(node, slot)
+    return probe
 
 
 def _release_probe(node: Any, slot: str) -> tuple[str, int | None]:
@@ -246,6 +252,8 @@ def sequence_nr(node: Any) -> int:
 
 SEQUENCE_NR: Callable[[Any], int] = operator.methodcaller("_sequence_nr")  # sequence_nr, as a key for hot loops
 # the sequence number the next node made on this thread will get (None where this torch lacks it)
+# the node the engine is about to run, inside a hook (None where this torch lacks it)
+CURRENT_NODE: Callable[[], Any] | None = torch._C._current_autograd_node if CAPABILITIES["current_node"] else None
 NEXT_SEQUENCE_NR: Callable[[], int] | None = (torch._C._autograd._get_sequence_nr
                                               if CAPABILITIES["sequence_counter"] else None)
 
@@ -274,29 +282,25 @@ def shared_hook_dict(graph_nodes: list[Any]) -> dict[int, Callable[[Any], None]]
 
 
 class PreHook:
-    """One call of `before(node)` as each node of `graph_nodes` is about to run. With the
+    """One call of `step(grad, node)` as each node of `graph_nodes` is about to run. With the
     `current_node` capability: one tensor pre-hook shared by every node through one hook dict
     (`hooks`: one shared_hook_dict already registered; else registered here, which costs no
-    Python call per node) that asks the engine which node runs; without it, a public
-    `register_prehook` per node. `remove()` makes a later backward call nothing of ours."""
+    Python call per node), called as `step(grad)`: the step asks the engine which node runs
+    (CURRENT_NODE), so each step is one Python call; without it, a public `register_prehook` per
+    node, called as `step(grads, node)`. `remove()` makes a later backward call nothing of ours."""
 
-    def __init__(self, graph_nodes: list[Any] | None, before: Callable[[Any], None],
+    def __init__(self, graph_nodes: list[Any] | None, step: Callable[..., None],
                  hooks: dict[int, Callable[[Any], None]] | None = None) -> None:
         self.handles: list[Any] = []
         if hooks is None and graph_nodes is not None:
             hooks = shared_hook_dict(graph_nodes)
         if hooks is not None:
-            current_node = torch._C._current_autograd_node
-
-            def hook(_grad: Any) -> None:
-                before(current_node())
-
             self.hooks: dict[int, Callable[[Any], None]] = hooks
-            hooks[0] = hook
+            hooks[0] = step
         else:
             assert graph_nodes is not None, "no shared hook dict and no nodes to hook"
             self.hooks = {}
-            self.handles = [g.register_prehook(lambda grads, g=g: before(g)) for g in graph_nodes]
+            self.handles = [g.register_prehook(lambda grads, g=g: step(grads, g)) for g in graph_nodes]
 
     def remove(self) -> None:
         """Detach: the nodes keep an empty hook dict (or lose their pre-hooks)."""

@@ -30,6 +30,11 @@ def is_leaf_node(node: Any) -> bool:
     return hasattr(node, "variable") and hasattr(type(node), "variable")  # the first: a cheap miss for op nodes
 
 
+def is_leaf_node_type(kind: type) -> bool:
+    """is_leaf_node for every node of a type: the answer is its type's."""
+    return hasattr(kind, "variable")
+
+
 def walk(roots: list[Any], edges: dict[Any, tuple[tuple[Any, int], ...]] | None = None) -> list[Any]:
     """Every backward node reachable from roots (iterative: any depth), depth first; `edges`, when
     given, gets each node's next_functions (read once here: each read makes a new tuple)."""

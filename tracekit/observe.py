@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from .errors import NotObservableError
-from .internals import SEQUENCE_NR, PreHook, is_released
+from .internals import CURRENT_NODE, SEQUENCE_NR, PreHook, is_released, release_probe
 from .keeper import gc_paused
 from .lifetimes import OBSERVED, OUTSIDE, RETAINED, Lifetime, Lifetimes, fixed_note, storage_holder
 from .live import Live
@@ -27,6 +27,7 @@ from .rows import Status
 from .storage import weak_expired
 
 _NONE: tuple[int, ...] = ()  # a step that released (or freed) nothing
+END = object()  # the node of the step after the last: Observer.finish settles the last step with it
 
 
 class Observer:
@@ -53,8 +54,9 @@ class Observer:
         self.error: str | None = None
         self.unreleased: dict[int, int] = {}  # storage -> its residuals autograd still holds
         self.pending: list[int] = []  # storages let go of by the graph, not yet freed
-        self.last: int | None = None  # the node index of the step recorded last
-        self.last_node: Any = None  # and its graph node
+        # internals.release_probe, by node type and slot
+        self.probes: dict[tuple[type, str], tuple[str, int | None]] = {}
+        self._step: Callable[..., None] | None = None  # hook()'s step, which finish() calls once more
         nodes, res = record.node_columns, record.residual_columns
         self.first, self.count, self.slot, self.storage = nodes.first, nodes.count, res.slot, res.storage
         st = record.storage_columns
@@ -86,76 +88,90 @@ class Observer:
         return Lifetime(OBSERVED, self.released_at[i], self.freed_at[k] if k is not None else None,
                         self.held_by.get(k) if k is not None else None, fixed_note(self.record, i))
 
-    def hook(self) -> Callable[[Any], None]:
-        """`before(node)`, for the engine's pre-hook: the engine is about to run `node`'s rule, so
-        settle the previous step and record this one (a closure: each step reads locals)."""
-        index_of, order, released, freed, settle = self.index_of, self.order, self.released, self.freed, self.settle
-        on_step, data, count, key = self.on_step, self.trace._data, self.count, self.key
+    def hook(self) -> Callable[..., None]:
+        """`step(grad, node=None)`, the engine's pre-hook (internals.PreHook): the engine is about to
+        run `node` (asked of the engine when not given), so settle the previous step and record this
+        one; `step(None, END)` settles the last. One Python call per step: the settling is inline,
+        on locals (what the last step released, read from one raw slot, and which watched storages
+        died since: those the graph let go of before, then those it let go of at that step)."""
+        index_of, key, on_step, data = self.index_of, self.key, self.on_step, self.trace._data
+        order, released, freed, releases = self.order, self.released, self.freed, self.releases
+        released_at, freed_at, weaks, pending = self.released_at, self.freed_at, self.weaks, self.pending
+        firsts, counts, slots, storages = self.first, self.count, self.slot, self.storage
+        unreleased, watched, live, keep = self.unreleased, self.watched, self.live, self.keep
+        current, expired, probes = CURRENT_NODE, weak_expired, self.probes
+        add_order, add_released, add_freed = order.append, released.append, freed.append
+        last, last_node = -1, None  # the node index (and graph node) of the step recorded last
 
-        def before(gnode: Any) -> None:
-            i = index_of(key(gnode))
-            if i is None:  # a node outside this trace (cannot happen for the engine's own task)
-                return
-            if order and (self.pending or count[self.last]):  # else the last step had nothing to settle
-                settle()
-            self.last, self.last_node = i, gnode
-            order.append(i)
-            released.append(_NONE)  # a tuple once something is
-            freed.append(_NONE)
-            if on_step is not None:
-                on_step(Step(data, self, len(order) - 1))
-
-        return before
-
-    def settle(self) -> None:
-        """Record what the last step released and which watched storages died since: those the graph
-        let go of before (still pending), then those it let go of at this step."""
-        k = len(self.order) - 1
-        if self.pending:
-            self._recheck(k)
-        i = self.last
-        count = self.count[i]
-        if not count or self.keep:
-            return
-        if self.live is None:
-            first = self.first[i]
-            held: range | list[int] | None = range(first, first + count)
-        else:
-            held = self.live.pop(i, None)
-        if not held or not is_released(self.last_node, self.slot[held[0]]):
-            return
-        self.released[k] = held  # a tuple in finish()
-        self.releases.append(k)
-        storage, unreleased, released_at, watched = self.storage, self.unreleased, self.released_at, self.watched
-        for j in held:
-            released_at[j] = k
-            s = storage[j]
-            if s is not None:
-                left = unreleased[s] = unreleased[s] - 1
-                if not left and watched[s]:  # the graph let go of it entirely: gone now, or watched
-                    if weak_expired(self.weaks[s]):
-                        self.freed_at[s] = k
-                        self.freed[k] = (*self.freed[k], s)
+        def step(_grad: Any, gnode: Any = None) -> None:
+            nonlocal last, last_node
+            if gnode is None:
+                gnode = current()
+            if gnode is not END:
+                i = index_of(key(gnode))
+                if i is None:  # a node outside this trace (cannot happen for the engine's own task)
+                    return
+            k = len(order) - 1  # the last step, settled here
+            if pending:  # storages the graph let go of before: gone now?
+                still = []
+                for s in pending:
+                    if expired(weaks[s]):
+                        freed_at[s] = k
+                        freed[k] = (*freed[k], s)
                     else:
-                        self.pending.append(s)
+                        still.append(s)
+                pending[:] = still
+            if k >= 0 and counts[last] and not keep:
+                if live is None:
+                    first = firsts[last]
+                    held: range | list[int] | None = range(first, first + counts[last])
+                else:
+                    held = live.pop(last, None)
+                if held:
+                    slot = slots[held[0]]
+                    probe = probes.get((type(last_node), slot))
+                    if probe is None:
+                        probe = probes[(type(last_node), slot)] = release_probe(last_node, slot)
+                    if probe[1] is None:  # one saved value: is_released, inline
+                        try:
+                            raw = getattr(last_node, probe[0])
+                            gone_now = raw is not None and raw.data is None
+                        except RuntimeError:  # "saved tensors ... have already been freed"
+                            gone_now = True
+                    else:
+                        gone_now = is_released(last_node, slot)
+                    if gone_now:
+                        released[k] = held  # a tuple in finish()
+                        releases.append(k)
+                        for j in held:
+                            released_at[j] = k
+                            s = storages[j]
+                            if s is not None:
+                                left = unreleased[s] = unreleased[s] - 1
+                                if not left and watched[s]:  # the graph let go of it entirely: gone now, or watched
+                                    if expired(weaks[s]):
+                                        freed_at[s] = k
+                                        freed[k] = (*freed[k], s)
+                                    else:
+                                        pending.append(s)
+            if gnode is END:
+                return
+            last, last_node = i, gnode
+            add_order(i)
+            add_released(_NONE)  # a tuple once something is
+            add_freed(_NONE)
+            if on_step is not None:
+                on_step(Step(data, self, k + 1))
 
-    def _recheck(self, k: int) -> None:
-        """Which storages the graph let go of earlier are gone now: freed at step k."""
-        expired, weaks, freed_at, still = weak_expired, self.weaks, self.freed_at, []
-        for s in self.pending:
-            if expired(weaks[s]):
-                freed_at[s] = k
-                self.freed[k] = (*self.freed[k], s)
-            else:
-                still.append(s)
-        self.pending = still
+        self._step = step
+        return step
 
     def finish(self) -> Lifetimes:
         """After backward: settle the last step, say who still holds what was not freed, and
         return the observed lifetimes (each residual's made when first read)."""
         if self.order:
-            self.settle()
-        self.last_node = None
+            self._step(None, END)
+        self._step = None  # its closure holds the last graph node
         last = len(self.order) - 1
         expired, weaks, freed_at = weak_expired, self.weaks, self.freed_at
         late = []
