@@ -6,6 +6,7 @@ through two views, one or two outputs, retain_graph, create_graph) checks each o
 
 import gc
 import html
+import json
 import os
 import pickle
 import re
@@ -307,3 +308,60 @@ def test_role_words_and_previews_are_made_when_read_and_read_as_text():
     assert copy == tr.record and tr.record == copy
     assert tk.load_trace(tr.to_json()).record == tr.record
     assert columns.role == tuple(columns.role) and hash(columns.role) == hash(tuple(columns.role))
+
+
+def test_a_trace_file_goes_where_it_is_asked_whole_and_says_clearly_where_it_cannot(tmp_path, monkeypatch):
+    """The user's first steps off the path with tr.to_json(path) / tk.load_trace(path): a folder for a
+    file, folders not made yet, `~`, a file in the way of a folder, a link, a write cut short, a
+    damaged or missing file; each either works or names the problem (and nothing is half-written)."""
+    y = torch.randn(3, requires_grad=True).exp().sum()
+    tr = tk.trace(y)
+    text = tr.to_json()
+    for folder in (tmp_path, str(tmp_path)):  # a folder for a file, as a Path and as text
+        with pytest.raises(tk.TraceFileError, match="is a folder: give the file to write, e.g. tr.to_json") as err:
+            tr.to_json(folder)
+        assert isinstance(err.value, OSError) and str(tmp_path / "trace.json") in str(err.value)
+        with pytest.raises(tk.TraceFileError, match="is a folder: give the trace file"):
+            tk.load_trace(folder)
+    deep = tmp_path / "runs" / "today" / "trace.json"  # folders that do not exist yet are made
+    assert tr.to_json(deep) == text and deep.read_text() == text
+    assert tk.load_trace(deep).record == tr.record and tk.load_trace(str(deep)).record == tr.record
+    monkeypatch.setenv("HOME", str(tmp_path))  # `~` is the user's home, not a folder named "~"
+    tr.to_json("~/home.json")
+    assert (tmp_path / "home.json").read_text() == text and tk.load_trace("~/home.json").record == tr.record
+    (tmp_path / "notes").write_text("a file where a folder is asked for")
+    with pytest.raises(tk.TraceFileError, match="notes is a file, not a folder"):
+        tr.to_json(tmp_path / "notes" / "trace.json")
+    assert (tmp_path / "notes").read_text() == "a file where a folder is asked for"
+    link, target = tmp_path / "latest.json", tmp_path / "runs" / "target.json"
+    target.write_text("old")
+    link.symlink_to(target)  # writing through a link keeps the link
+    tr.to_json(link)
+    assert link.is_symlink() and target.read_text() == text
+    old = tmp_path / "kept.json"
+    old.write_text("the previous trace")
+
+    def cut_short(*args):
+        raise OSError("disk full")
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "replace", cut_short)
+        with pytest.raises(OSError, match="disk full"):
+            tr.to_json(old)
+    assert old.read_text() == "the previous trace"  # the old file whole, no partial file left beside it
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    for missing in (tmp_path / "nope.json", str(tmp_path / "nope.json"), "not json, not a file " * 30):
+        with pytest.raises(tk.TraceFileError, match="no such trace file|cannot read"):
+            tk.load_trace(missing)
+    deep.write_text(text[: len(text) // 2])  # a file cut short
+    with pytest.raises(tk.TraceFormatError, match="not valid JSON"):
+        tk.load_trace(deep)
+    damaged = json.loads(text)
+    del damaged["residuals"]
+    with pytest.raises(tk.TraceFormatError, match="damaged or incomplete .*residuals"):
+        tk.load_trace(json.dumps(damaged))
+    damaged = json.loads(text)
+    damaged["nodes"]["rows"] = [[1]]
+    with pytest.raises(tk.TraceFormatError, match="damaged or incomplete"):
+        tk.load_trace(json.dumps(damaged))
+    assert tk.load_trace(text.encode()).record == tr.record  # the JSON as bytes, as read from a file

@@ -12,6 +12,7 @@ from .errors import (
     NoHistoryError,
     NotATensorError,
     NotObservableError,
+    TraceFileError,
     TraceFormatError,
     TracekitError,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "Prediction",
     "GraphReleasedError",
     "MissingCapabilityError",
+    "TraceFileError",
     "TraceFormatError",
     "Lifetime",
     "Lifetimes",

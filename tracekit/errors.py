@@ -34,6 +34,11 @@ class TraceFormatError(TracekitError, ValueError):
     """A trace file cannot be read: not a tracekit trace, or written in another format version."""
 
 
+class TraceFileError(TracekitError, OSError):
+    """A trace file cannot be written or read where it was asked for: a folder given for a file, a
+    file in the way of a folder, or no such file."""
+
+
 # measuring, comparing, drawing
 class DeviceUnavailableError(TracekitError, RuntimeError):
     """The requested device is not present here."""

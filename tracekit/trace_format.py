@@ -8,10 +8,11 @@ and predicts, but `backward()` raises GraphReleasedError."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
-from .errors import TraceFormatError
+from .errors import TraceFileError, TraceFormatError
 from .lifetimes import OBSERVED, Lifetime, Lifetimes
 from .rows import (
     FORMAT_VERSION,
@@ -71,8 +72,28 @@ def dump(record: Record, observed: Lifetimes | None = None, path: str | Path | N
     """The record and the observed lifetimes as JSON text (written to `path` when given)."""
     text = json.dumps(to_dict(record, observed), separators=(",", ":"))
     if path is not None:
-        Path(path).write_text(text)
+        _write(Path(path).expanduser(), text)
     return text
+
+
+def _write(path: Path, text: str) -> None:
+    """`text` in the file `path`, whole or not at all (written beside it, then renamed over it), its
+    folders made if missing; TraceFileError for a folder given as the file, or a file in the way."""
+    if path.is_dir():
+        example = str(path / "trace.json")
+        raise TraceFileError(f"{path} is a folder: give the file to write, e.g. tr.to_json({example!r}).")
+    if path.is_symlink():  # write the file it points to, and keep the link
+        path = path.resolve()
+    in_the_way = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), None)
+    if in_the_way is not None:
+        raise TraceFileError(f"cannot write {path}: {in_the_way} is a file, not a folder.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        partial.write_text(text)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _tuples(value: Any) -> Any:
@@ -111,6 +132,17 @@ def from_dict(data: dict[str, Any]) -> tuple[Record, Lifetimes | None]:
     if data.get("version") != FORMAT_VERSION:
         raise TraceFormatError(f"this trace file is format version {data.get('version')}; this tracekit reads "
                                f"version {FORMAT_VERSION}: load it with the tracekit that wrote it.")
+    try:
+        return _from_checked(data)
+    except (KeyError, IndexError, TypeError, ValueError) as err:
+        if isinstance(err, TraceFormatError):
+            raise
+        raise TraceFormatError(f"this trace file is damaged or incomplete ({type(err).__name__}: {err}): "
+                               "write it again with tr.to_json(path).") from None
+
+
+def _from_checked(data: dict[str, Any]) -> tuple[Record, Lifetimes | None]:
+    """from_dict, once the format and version are known to be this tracekit's."""
     record = Record.from_rows(
         _rows(data["nodes"], NodeRow, {}),
         _rows(data["residuals"], ResidualRow, {"place": HeldIn, "status": Status, "kind": Role,
@@ -140,11 +172,31 @@ def from_dict(data: dict[str, Any]) -> tuple[Record, Lifetimes | None]:
 def load(source: str | Path) -> tuple[Record, Lifetimes | None]:
     """The record and observed lifetimes from a JSON file written by `tr.to_json(path)` (or from the
     JSON text itself); trace.load_trace makes the trace."""
-    text = str(source)
-    if not text.lstrip().startswith("{"):
-        text = Path(source).read_text()
+    if isinstance(source, (bytes, bytearray)):
+        text = source.decode("utf-8", errors="replace")
+    else:
+        text = str(source)
+        if isinstance(source, Path) or not text.lstrip().startswith("{"):
+            text = _read(Path(source).expanduser())
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise TraceFormatError(f"this trace file is not valid JSON ({err}).") from None
+        raise TraceFormatError(f"this trace file is not valid JSON ({err}): a file cut short, or not one "
+                               "that tr.to_json(path) wrote.") from None
     return from_dict(data)
+
+
+def _read(path: Path) -> str:
+    """The text of the trace file `path`; TraceFileError for a folder or no such file."""
+    shown = str(path) if len(str(path)) <= 200 else str(path)[:200] + "..."
+    try:
+        return path.read_text()
+    except IsADirectoryError:
+        raise TraceFileError(f"{shown} is a folder: give the trace file that tr.to_json(path) wrote in it.") from None
+    except FileNotFoundError:
+        raise TraceFileError(f"no such trace file: {shown} (give the path tr.to_json(path) wrote, or the "
+                             "JSON text itself).") from None
+    except OSError as err:  # e.g. text that is neither JSON nor a path: "File name too long"
+        raise TraceFileError(f"cannot read {shown} as a trace file: {err.strerror or err}.") from None
+    except UnicodeDecodeError:
+        raise TraceFormatError(f"{shown} is not a trace file: it is not text.") from None
