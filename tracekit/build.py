@@ -131,7 +131,7 @@ class _Builder:
         self.names = names
         self.mutations = mutations
         self.output_keys = {storage_key(t) for t in outputs}
-        self.leaves: dict[str, str] = {}  # leaf label -> description
+        self.leaves: dict[str, tuple[Role, Any, Any]] = {}  # leaf label -> (role, shape, dtype): _leaf_text
         self.leaf_roles: dict[str, Role] = {}
         self.label_of: dict[Any, str] = {}  # leaf node -> its label (each leaf is looked up once)
         self.storage_index: dict[StorageKey, int] = {}
@@ -190,7 +190,7 @@ class _Builder:
         residuals = _formatted(residuals, node_columns[0])
         record = Record(
             NodeColumns(*node_columns), residuals, StorageColumns(*storages),
-            tuple(self.leaves.items()), tuple(self.leaf_roles.items()),
+            _leaf_texts(self.leaves), tuple(self.leaf_roles.items()),
             tuple((position.get(t.grad_fn), name) for t, name in zip(self.outputs, output_names)),
             self.sources is not None, tuple(self.mutations), self.backend, self.cache(graph_nodes))
         if self.backend is not None:
@@ -224,7 +224,7 @@ class _Builder:
         if label not in self.leaves:
             role = _leaf_role(var, named_param)
             self.leaf_roles[label] = role
-            self.leaves[label] = f"{role._value_} {tuple(var.shape)} {_dtype_text(var.dtype)}"
+            self.leaves[label] = (role, var.shape, var.dtype)
         self.label_of[leaf_node] = label
         return label
 
@@ -273,7 +273,7 @@ class _Builder:
                 storage_object = t.untyped_storage()
                 key = (device, storage_object.data_ptr())
                 producer = t.grad_fn
-                if producer is gnode:  # role(), inline for an op's output
+                if producer is gnode or (producer is None and slot[:6] == "result"):  # role(), inline: its output
                     role, from_node, from_name, made = _OUTPUT_OF_THIS, i, None, _MADE[key in okeys]
                 elif producer is not None and (at := position.get(producer)) is not None and slot[:6] != "result":
                     role, from_node, from_name, made = _OUTPUT_OF, at, None, _MADE[key in okeys]
@@ -290,8 +290,8 @@ class _Builder:
                     role, from_node, from_name, made = self.role(slot, t, gnode, key, producer, _VERSION(t), name)
                 storage = index_get(key)
                 if storage is None:
-                    if (producer is not None or made is _CONSTANT) and key not in pkeys and key not in names:
-                        # an op's output, or a constant, that nobody named (what new_storage would append)
+                    if (producer is not None or not t.requires_grad) and key not in pkeys and key not in names:
+                        # an op's output, or a value that gets no gradient, that nobody named (new_storage's row)
                         storage = self.storage_index[key] = len(storage_rows)
                         add_storage((key, storage_object.nbytes(), device, None, (), False, key in okeys, None))
                         add_weak(storage_weak_ref(storage_object))
@@ -537,6 +537,12 @@ def _formatted(columns: Any, names: tuple[str, ...]) -> Any:
                             preview=Formatted(lambda: map(_preview_text, previews)))
 
 
+def _leaf_texts(leaves: dict[str, tuple[Role, Any, Any]]) -> Formatted:
+    """The record's leaves, (label, description) pairs, each description made when first read."""
+    return Formatted(lambda: [(label, f"{role._value_} {tuple(shape)} {_dtype_text(dtype)}")
+                              for label, (role, shape, dtype) in leaves.items()])
+
+
 def _members(storage_of: tuple[int | None, ...], n: int) -> list[tuple[int, ...]]:
     """Each storage's residuals (`storage_of`: each residual's storage, `n`: how many storages)."""
     members: list[list[int]] = [[] for _ in range(n)]
@@ -577,9 +583,10 @@ def _plain_attributes(attrs: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def _plain_values(pairs: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
-    """(slot, value) pairs with each value plain (_plain): the pairs as they are when every value is."""
+    """(slot, value) pairs with each value plain (_plain): the pairs as they are when every value is
+    (numbers, text, None, and tuples of them: sizes and strides)."""
     for _, v in pairs:
-        if type(v) not in _ATOM_TYPES:
+        if type(v) not in _ATOM_TYPES and (type(v) is not tuple or not _ATOM_TYPES.issuperset(map(type, v))):
             return tuple([(k, v if type(v) in _ATOMS else _plain(v)) for k, v in pairs])
     return pairs
 
