@@ -24,6 +24,7 @@ from .storage import storage_key
 from .trace import Trace
 
 _active = threading.local()
+_getframe = sys._getframe
 _compiling = torch.compiler.is_compiling
 _NEXT_SEQUENCE_NR = NEXT_SEQUENCE_NR
 _CALLS: dict[Any, tuple[str, bool]] = {}  # torch function -> (its name, whether it writes in place)
@@ -82,11 +83,13 @@ class _Recorder(TorchFunctionMode):
         except (KeyError, TypeError):  # a function not seen yet (or an unhashable callable)
             call, inplace = _call_info(func)
         if end > start and start not in self.sources:
-            user, module = self.modules.locate()
+            modules = self.modules
+            # locate(), inline where the frame is the last call's (a loop): the frames above it are the same
+            user, module = modules.found if _getframe(1) is modules.caller else modules.locate()
             # every node it made gets its line in build.py (read there from the code and offset)
             self.sources[start] = (end, user.f_code, user.f_lasti, call) if user is not None else (end, None, 0, call)
             if module is not None:
-                self.modules.of[start] = module
+                modules.of[start] = module
         if inplace and args and isinstance(args[0], torch.Tensor) and args[0].layout == torch.strided:
             mutated = args[0]
             self.mutations.append(Mutation(call, where(self.modules.locate()[0]), storage_key(mutated),
@@ -145,7 +148,7 @@ class _ModulePath:
         """(the user's frame of the running torch call, its (innermost, outermost) module or None
         outside any module), in one walk up the stack from the torch call; a frame that makes
         call after call (a loop) is walked once: the frames above a running one do not change."""
-        frame = sys._getframe(2)
+        frame = sys._getframe(2)  # the caller of __torch_function__
         if frame is self.caller:
             return self.found
         # a generator's frame may resume under other callers: walked at each call
