@@ -92,6 +92,8 @@ def _write(path: Path, text: str) -> None:
     try:
         partial.write_text(text)
         os.replace(partial, path)
+    except OSError as err:  # e.g. no permission, a full disk: said of the file asked for, not the partial one
+        raise TraceFileError(f"cannot write {path}: {err.strerror or err}.") from err
     finally:
         partial.unlink(missing_ok=True)
 
