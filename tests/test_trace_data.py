@@ -10,6 +10,7 @@ import json
 import os
 import pickle
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -312,8 +313,8 @@ def test_role_words_and_previews_are_made_when_read_and_read_as_text():
 
 def test_a_trace_file_goes_where_it_is_asked_whole_and_says_clearly_where_it_cannot(tmp_path, monkeypatch):
     """The user's first steps off the path with tr.to_json(path) / tk.load_trace(path): a folder for a
-    file, folders not made yet, `~`, a file in the way of a folder, a link, a write cut short, a
-    damaged or missing file; each either works or names the problem (and nothing is half-written)."""
+    file, folders not made yet, `~`, a file in the way of a folder, a link, a private or hard-linked
+    file, a write that fails, a damaged or missing file; each either works or names the problem."""
     y = torch.randn(3, requires_grad=True).exp().sum()
     tr = tk.trace(y)
     text = tr.to_json()
@@ -338,18 +339,22 @@ def test_a_trace_file_goes_where_it_is_asked_whole_and_says_clearly_where_it_can
     link.symlink_to(target)  # writing through a link keeps the link
     tr.to_json(link)
     assert link.is_symlink() and target.read_text() == text
-    old = tmp_path / "kept.json"
-    old.write_text("the previous trace")
+    private, twin = tmp_path / "private.json", tmp_path / "twin.json"
+    private.write_text("old")
+    private.chmod(0o600)
+    os.link(private, twin)  # a file is written in place: its mode and its other names stay
+    tr.to_json(private)
+    assert oct(private.stat().st_mode & 0o777) == oct(0o600) and twin.read_text() == text
 
-    def cut_short(*args):
-        raise OSError("disk full")
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as m:
-        m.setattr(os, "replace", cut_short)
-        with pytest.raises(tk.TraceFileError, match="cannot write .*kept.json: disk full"):
-            tr.to_json(old)
-    assert old.read_text() == "the previous trace"  # the old file whole, no partial file left beside it
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+        m.setattr(Path, "write_text", disk_full)
+        with pytest.raises(tk.TraceFileError, match="cannot write .*kept.json: No space left on device"):
+            tr.to_json(tmp_path / "kept.json")
+    with pytest.raises(tk.TraceFileError, match="cannot write .*: File name too long"):
+        tr.to_json(tmp_path / ("x" * 300 + ".json"))
     for missing in (tmp_path / "nope.json", str(tmp_path / "nope.json"), "not json, not a file " * 30):
         with pytest.raises(tk.TraceFileError, match="no such trace file|cannot read"):
             tk.load_trace(missing)

@@ -131,7 +131,7 @@ class _Builder:
         self.names = names
         self.mutations = mutations
         self.output_keys = {storage_key(t) for t in outputs}
-        self.leaves: dict[str, tuple[Role, Any, Any]] = {}  # leaf label -> (role, shape, dtype): _leaf_text
+        self.leaves: dict[str, str] = {}  # leaf label -> description
         self.leaf_roles: dict[str, Role] = {}
         self.label_of: dict[Any, str] = {}  # leaf node -> its label (each leaf is looked up once)
         self.storage_index: dict[StorageKey, int] = {}
@@ -190,7 +190,7 @@ class _Builder:
         residuals = _formatted(residuals, node_columns[0])
         record = Record(
             NodeColumns(*node_columns), residuals, StorageColumns(*storages),
-            _leaf_texts(self.leaves), tuple(self.leaf_roles.items()),
+            tuple(self.leaves.items()), tuple(self.leaf_roles.items()),
             tuple((position.get(t.grad_fn), name) for t, name in zip(self.outputs, output_names)),
             self.sources is not None, tuple(self.mutations), self.backend, self.cache(graph_nodes))
         if self.backend is not None:
@@ -224,7 +224,8 @@ class _Builder:
         if label not in self.leaves:
             role = _leaf_role(var, named_param)
             self.leaf_roles[label] = role
-            self.leaves[label] = (role, var.shape, var.dtype)
+            # made now: a symbolic size a later guard fixes must read as it was when traced
+            self.leaves[label] = f"{role._value_} {tuple(var.shape)} {_dtype_text(var.dtype)}"
         self.label_of[leaf_node] = label
         return label
 
@@ -535,12 +536,6 @@ def _formatted(columns: Any, names: tuple[str, ...]) -> Any:
     roles, from_node, previews = columns.role, columns.from_node, columns.preview
     return columns._replace(role=Formatted(lambda: _role_words(roles, from_node, names)),
                             preview=Formatted(lambda: map(_preview_text, previews)))
-
-
-def _leaf_texts(leaves: dict[str, tuple[Role, Any, Any]]) -> Formatted:
-    """The record's leaves, (label, description) pairs, each description made when first read."""
-    return Formatted(lambda: [(label, f"{role._value_} {tuple(shape)} {_dtype_text(dtype)}")
-                              for label, (role, shape, dtype) in leaves.items()])
 
 
 def _members(storage_of: tuple[int | None, ...], n: int) -> list[tuple[int, ...]]:

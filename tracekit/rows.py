@@ -209,7 +209,7 @@ class Record:
     node_columns: Any  # NodeColumns
     residual_columns: Any  # ResidualColumns
     storage_columns: Any  # StorageColumns
-    leaves: Sequence[tuple[str, str]]  # leaf label -> description (role, shape, dtype); Formatted from a build
+    leaves: tuple[tuple[str, str], ...]  # leaf label -> description (role, shape, dtype)
     leaf_roles: tuple[tuple[str, Role], ...]
     outputs: tuple[tuple[int | None, str | None], ...]  # per traced output: its node, the caller's name
     captured: bool

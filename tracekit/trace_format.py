@@ -8,7 +8,6 @@ and predicts, but `backward()` raises GraphReleasedError."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -77,25 +76,22 @@ def dump(record: Record, observed: Lifetimes | None = None, path: str | Path | N
 
 
 def _write(path: Path, text: str) -> None:
-    """`text` in the file `path`, whole or not at all (written beside it, then renamed over it), its
-    folders made if missing; TraceFileError for a folder given as the file, or a file in the way."""
-    if path.is_dir():
-        example = str(path / "trace.json")
-        raise TraceFileError(f"{path} is a folder: give the file to write, e.g. tr.to_json({example!r}).")
-    if path.is_symlink():  # write the file it points to, and keep the link
-        path = path.resolve()
-    in_the_way = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), None)
-    if in_the_way is not None:
-        raise TraceFileError(f"cannot write {path}: {in_the_way} is a file, not a folder.")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    """`text` into the file `path` (any file: a link's target, a pipe, /dev/stdout), its folders made
+    if missing; TraceFileError for a folder given as the file, a file in the way of a folder, or a
+    write that fails."""
     try:
-        partial.write_text(text)
-        os.replace(partial, path)
-    except OSError as err:  # e.g. no permission, a full disk: said of the file asked for, not the partial one
+        if path.is_dir():
+            example = str(path / "trace.json")
+            raise TraceFileError(f"{path} is a folder: give the file to write, e.g. tr.to_json({example!r}).")
+        in_the_way = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), None)
+        if in_the_way is not None:
+            raise TraceFileError(f"cannot write {path}: {in_the_way} is a file, not a folder.")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except TraceFileError:
+        raise
+    except OSError as err:  # e.g. no permission, a full disk, a name too long
         raise TraceFileError(f"cannot write {path}: {err.strerror or err}.") from err
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 def _tuples(value: Any) -> Any:
