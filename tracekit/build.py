@@ -132,6 +132,7 @@ class _Builder:
         self.mutations = mutations
         self.output_keys = {storage_key(t) for t in outputs}
         self.leaves: dict[str, str] = {}  # leaf label -> description
+        self.leaf_texts: dict[tuple[Any, ...], str] = {}  # (role, shape, dtype) -> a leaf's description
         self.leaf_roles: dict[str, Role] = {}
         self.label_of: dict[Any, str] = {}  # leaf node -> its label (each leaf is looked up once)
         self.storage_index: dict[StorageKey, int] = {}
@@ -225,7 +226,16 @@ class _Builder:
             role = _leaf_role(var, named_param)
             self.leaf_roles[label] = role
             # made now: a symbolic size a later guard fixes must read as it was when traced
-            self.leaves[label] = f"{role._value_} {tuple(var.shape)} {_dtype_text(var.dtype)}"
+            described = (role, var.shape, var.dtype)
+            try:  # one text per kind of leaf (a model's parameters are of a few shapes)
+                text = self.leaf_texts.get(described)
+            except TypeError:  # a symbolic size cannot be a key
+                text, described = None, None
+            if text is None:
+                text = f"{role._value_} {tuple(var.shape)} {_dtype_text(var.dtype)}"
+                if described is not None:
+                    self.leaf_texts[described] = text
+            self.leaves[label] = text
         self.label_of[leaf_node] = label
         return label
 
