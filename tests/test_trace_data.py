@@ -311,7 +311,7 @@ def test_role_words_and_previews_are_made_when_read_and_read_as_text():
     assert columns.role == tuple(columns.role) and hash(columns.role) == hash(tuple(columns.role))
 
 
-def test_a_trace_file_goes_where_it_is_asked_whole_and_says_clearly_where_it_cannot(tmp_path, monkeypatch):
+def test_a_trace_file_goes_where_it_is_asked_and_says_clearly_where_it_cannot(tmp_path, monkeypatch):
     """The user's first steps off the path with tr.to_json(path) / tk.load_trace(path): a folder for a
     file, folders not made yet, `~`, a file in the way of a folder, a link, a private or hard-linked
     file, a write that fails, a damaged or missing file; each either works or names the problem."""
