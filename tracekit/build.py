@@ -23,7 +23,6 @@ from .internals import (
     attribute_slots,
     custom_forward_name,
     require,
-    saved_attribute_values,
     shared_hook_dict,
     tensor_attributes,
 )
@@ -256,7 +255,7 @@ class _Builder:
             if info[1] is None:  # a custom Function
                 self.node(rows, gnode, i, nx)
                 continue
-            name, op, by_slot, rule_of, _, tensor_slots, read_attributes = info
+            name, op, by_slot, rule_of, tensor_slots, read_attributes = info
             inputs = tuple(map(lookup.__getitem__, map(_FIRST, nx)))
             if None in inputs:  # an input that gets no gradient: not an input, and `needs` says so
                 needs = tuple([n is not None for n in inputs])
@@ -317,16 +316,7 @@ class _Builder:
                          numel * t.element_size(), storage, role, rule_of[slot], from_node, from_name, _GRAPH, _LIVE,
                          _VERSION(t), None, None, _values(t) if numel <= 4 else None, (), made, None))
             else:
-                if read_attributes is None:
-                    attrs = ()
-                else:  # saved_attribute_values, with one C-level read of every value
-                    require("saved_slots", "reading what an autograd node saved")
-                    slot_names_, read, one = read_attributes
-                    attrs = ((slot_names_[0], read(gnode)),) if one else tuple(zip(slot_names_, read(gnode)))
-                    for _, v in attrs:
-                        if type(v) not in _ATOM_TYPES:
-                            attrs = _plain_values(attrs)
-                            break
+                attrs = _attribute_values(gnode, read_attributes) if read_attributes is not None else ()
                 add_row((name, op, inputs, first, len(res) - first, attrs, by_slot is not None, needs))
                 continue
             del res[first:]  # a slot that is not a plain held tensor: the node again, each slot read as it is
@@ -346,12 +336,12 @@ class _Builder:
         info = _TYPES.get((kind, len(nexts)))
         if info is None:
             info = _TYPES[(kind, len(nexts))] = _type_info(gnode, len(nexts))
-        name, op, by_slot, rule_of, attribute_slots, tensor_slots, _ = info
+        name, op, by_slot, rule_of, tensor_slots, read_attributes = info
         if op is None:  # a custom Function: its name is its class's
             op = op_name(gnode)
             attrs = _plain_attributes(attributes(gnode))
         else:
-            attrs = _plain_values(saved_attribute_values(gnode, attribute_slots)) if attribute_slots else ()
+            attrs = _attribute_values(gnode, read_attributes) if read_attributes is not None else ()
         first = len(self.res)
         recomputed = False
         for saved in saved_values(gnode, tensor_slots):
@@ -623,17 +613,25 @@ _OUTPUT_OF_THIS, _OUTPUT_OF = 1, 2  # role codes: `output of #3 MulBackward0 (th
 def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
     """What does not change per node type (and number of inputs): its name, its op (None for a custom
     Function, named by its class), the formulas by slot, each tensor slot's rule text, its attribute
-    slots, its tensor slots and (its attribute slots' names, one getter of their values, whether
-    there is one) or None (None for a custom Function)."""
+    its tensor slots and (its attribute slots' names, one getter of their values, whether there is
+    one) or None for no attributes (both None for a custom Function)."""
     name = gnode.name()
     by_slot = _rules_of(type(gnode), name, n_inputs)
     if is_custom_function(gnode):
-        return name, None, by_slot, {}, None, None, None
+        return name, None, by_slot, {}, None, None
     rule_of = {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
     slots = attribute_slots(type(gnode))
     read = (tuple(slot for slot, _ in slots), attrgetter(*(attr for _, attr in slots)), len(slots) == 1) \
         if slots else None
-    return name, op_name(gnode), by_slot, rule_of, slots, tensor_attributes(type(gnode)), read
+    return name, op_name(gnode), by_slot, rule_of, tensor_attributes(type(gnode)), read
+
+
+def _attribute_values(gnode: Any, read: tuple[tuple[str, ...], Any, bool]) -> tuple[tuple[str, Any], ...]:
+    """internals.saved_attribute_values, plain (_plain_values), with one C-level read of every value
+    (`read`: _type_info's slot names, their getter, whether there is one)."""
+    require("saved_slots", "reading what an autograd node saved")
+    names, get, one = read
+    return _plain_values(((names[0], get(gnode)),) if one else tuple(zip(names, get(gnode))))
 
 
 @functools.cache

@@ -199,7 +199,10 @@ def is_released(node: Any, slot: str) -> bool:
     """Whether autograd released a node's saved values, read from one raw slot without unpacking it
     (None data, or PyTorch refusing, means released; one slot stands for all: a node releases every
     saved value at once, right after its rule ran)."""
-    attr, index = release_probe(node, slot)
+    probe = _PROBES.get((type(node), slot))
+    if probe is None:
+        probe = _PROBES[(type(node), slot)] = _release_probe(node, slot)
+    attr, index = probe
     try:
         raw = getattr(node, attr)
         if index is not None:
@@ -209,15 +212,6 @@ def is_released(node: Any, slot: str) -> bool:
         return raw is not None and raw.data is None
     except (RuntimeError, IndexError):  # "saved tensors ... have already been freed"
         return True
-
-
-def release_probe(node: Any, slot: str) -> tuple[str, int | None]:
-    """is_released's probe for a node and slot, as (raw attribute, list index: None for a single
-    value, -1 for a custom Function's saved tensors), for a caller that reads it inline."""
-    probe = _PROBES.get((type(node), slot))
-    if probe is None:
-        probe = _PROBES[(type(node), slot)] = _release_probe(node, slot)
-    return probe
 
 
 def _release_probe(node: Any, slot: str) -> tuple[str, int | None]:
@@ -251,9 +245,9 @@ def sequence_nr(node: Any) -> int:
 
 
 SEQUENCE_NR: Callable[[Any], int] = operator.methodcaller("_sequence_nr")  # sequence_nr, as a key for hot loops
-# the sequence number the next node made on this thread will get (None where this torch lacks it)
 # the node the engine is about to run, inside a hook (None where this torch lacks it)
 CURRENT_NODE: Callable[[], Any] | None = torch._C._current_autograd_node if CAPABILITIES["current_node"] else None
+# the sequence number the next node made on this thread will get (None where this torch lacks it)
 NEXT_SEQUENCE_NR: Callable[[], int] | None = (torch._C._autograd._get_sequence_nr
                                               if CAPABILITIES["sequence_counter"] else None)
 

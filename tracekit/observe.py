@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from .errors import NotObservableError
-from .internals import CURRENT_NODE, SEQUENCE_NR, PreHook, is_released, release_probe
+from .internals import CURRENT_NODE, SEQUENCE_NR, PreHook, is_released
 from .keeper import gc_paused
 from .lifetimes import OBSERVED, OUTSIDE, RETAINED, Lifetime, Lifetimes, fixed_note, storage_holder
 from .live import Live
@@ -54,8 +54,6 @@ class Observer:
         self.error: str | None = None
         self.unreleased: dict[int, int] = {}  # storage -> its residuals autograd still holds
         self.pending: list[int] = []  # storages let go of by the graph, not yet freed
-        # internals.release_probe, by node type and slot
-        self.probes: dict[tuple[type, str], tuple[str, int | None]] = {}
         self._step: Callable[..., None] | None = None  # hook()'s step, which finish() calls once more
         nodes, res = record.node_columns, record.residual_columns
         self.first, self.count, self.slot, self.storage = nodes.first, nodes.count, res.slot, res.storage
@@ -91,15 +89,15 @@ class Observer:
     def hook(self) -> Callable[..., None]:
         """`step(grad, node=None)`, the engine's pre-hook (internals.PreHook): the engine is about to
         run `node` (asked of the engine when not given), so settle the previous step and record this
-        one; `step(None, END)` settles the last. One Python call per step: the settling is inline,
-        on locals (what the last step released, read from one raw slot, and which watched storages
-        died since: those the graph let go of before, then those it let go of at that step)."""
+        one; `step(None, END)` settles the last. One Python call per step, the settling inline, on
+        locals: whether the last step released its node's values (is_released: one raw slot read)
+        and which watched storages died since (those the graph let go of before, then at that step)."""
         index_of, key, on_step, data = self.index_of, self.key, self.on_step, self.trace._data
         order, released, freed, releases = self.order, self.released, self.freed, self.releases
         released_at, freed_at, weaks, pending = self.released_at, self.freed_at, self.weaks, self.pending
         firsts, counts, slots, storages = self.first, self.count, self.slot, self.storage
         unreleased, watched, live, keep = self.unreleased, self.watched, self.live, self.keep
-        current, expired, probes = CURRENT_NODE, weak_expired, self.probes
+        current, expired = CURRENT_NODE, weak_expired
         add_order, add_released, add_freed = order.append, released.append, freed.append
         last, last_node = -1, None  # the node index (and graph node) of the step recorded last
 
@@ -127,33 +125,20 @@ class Observer:
                     held: range | list[int] | None = range(first, first + counts[last])
                 else:
                     held = live.pop(last, None)
-                if held:
-                    slot = slots[held[0]]
-                    probe = probes.get((type(last_node), slot))
-                    if probe is None:
-                        probe = probes[(type(last_node), slot)] = release_probe(last_node, slot)
-                    if probe[1] is None:  # one saved value: is_released, inline
-                        try:
-                            raw = getattr(last_node, probe[0])
-                            gone_now = raw is not None and raw.data is None
-                        except RuntimeError:  # "saved tensors ... have already been freed"
-                            gone_now = True
-                    else:
-                        gone_now = is_released(last_node, slot)
-                    if gone_now:
-                        released[k] = held  # a tuple in finish()
-                        releases.append(k)
-                        for j in held:
-                            released_at[j] = k
-                            s = storages[j]
-                            if s is not None:
-                                left = unreleased[s] = unreleased[s] - 1
-                                if not left and watched[s]:  # the graph let go of it entirely: gone now, or watched
-                                    if expired(weaks[s]):
-                                        freed_at[s] = k
-                                        freed[k] = (*freed[k], s)
-                                    else:
-                                        pending.append(s)
+                if held and is_released(last_node, slots[held[0]]):
+                    released[k] = held  # a tuple in finish()
+                    releases.append(k)
+                    for j in held:
+                        released_at[j] = k
+                        s = storages[j]
+                        if s is not None:
+                            left = unreleased[s] = unreleased[s] - 1
+                            if not left and watched[s]:  # the graph let go of it entirely: gone now, or watched
+                                if expired(weaks[s]):
+                                    freed_at[s] = k
+                                    freed[k] = (*freed[k], s)
+                                else:
+                                    pending.append(s)
             if gnode is END:
                 return
             last, last_node = i, gnode

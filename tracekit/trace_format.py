@@ -132,9 +132,9 @@ def from_dict(data: dict[str, Any]) -> tuple[Record, Lifetimes | None]:
                                f"version {FORMAT_VERSION}: load it with the tracekit that wrote it.")
     try:
         return _from_checked(data)
+    except TraceFormatError:
+        raise
     except (KeyError, IndexError, TypeError, ValueError) as err:
-        if isinstance(err, TraceFormatError):
-            raise
         raise TraceFormatError(f"this trace file is damaged or incomplete ({type(err).__name__}: {err}): "
                                "write it again with tr.to_json(path).") from None
 
