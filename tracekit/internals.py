@@ -260,18 +260,31 @@ def version(t: torch.Tensor) -> int:
     return t._version
 
 
-def shared_hook_dict(graph_nodes: list[Any]) -> dict[int, Callable[[Any], None]] | None:
+_HOOKS_KEY = "tracekit.hooks"  # a root node's metadata: (the roots it was registered from, the dict)
+
+
+def shared_hook_dict(graph_nodes: list[Any], roots: list[Any] = ()) -> dict[int, Callable[[Any], None]] | None:
     """One empty dict registered as the tensor pre-hook of every node in `graph_nodes` (the
     `current_node` capability; None where this torch lacks it): PreHook fills it for one backward.
     Registered while the build holds the nodes, so observing needs no second walk of the graph;
-    while empty, the engine calls no Python function for it."""
+    while empty, the engine calls no Python function for it. `roots`: the nodes `graph_nodes` was
+    walked from; a graph traced again from the same roots gets the dict registered the first time
+    (kept in the first root's metadata), not one more pre-hook per node on every trace."""
     if not CAPABILITIES["current_node"]:
         return None
+    key = tuple((id(r), r._sequence_nr()) for r in roots)  # the same live nodes: ids and sequence numbers
+    meta = roots[0].metadata if roots else None
+    if meta is not None:
+        known = meta.get(_HOOKS_KEY)
+        if known is not None and known[0] == key:
+            return known[1]
     hooks: dict[int, Callable[[Any], None]] = {}
     carrier = torch.empty(0)
     carrier._backward_hooks = hooks  # the dict every node's tensor pre-hook reads
     for g in graph_nodes:
         g._register_hook_dict(carrier)
+    if meta is not None:
+        meta[_HOOKS_KEY] = (key, hooks)
     return hooks
 
 
