@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -109,6 +110,42 @@ def test_each_lesson_with_its_exercise_runs_within_one_gib(exercise, nbval_kerne
     # counts the pages of torch's libraries the page cache holds: a fresh install, all of it cached, measured
     # ~70 MiB more per kernel than the same install after the cache was trimmed; their anonymous memory the same)
     assert abs(together - recorded) <= max(0.25 * recorded, 2 * 96), (together, recorded)
+
+
+def test_the_memory_sample_counts_a_forked_child_once_and_a_real_child_in_full():
+    """The kernel's memory is sampled with its children's: a child caught between fork and exec (a
+    kernel starting `dot`) shares the kernel's pages and adds ~nothing; a child holding memory of its
+    own adds it. (Summing RSS counted a forked child's shared pages twice: a CI run read 965 MiB for a
+    lesson and exercise that take ~512.)"""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from measure_student_memory import tree_rss
+
+    held = torch.ones(40 * 2**20 // 4)  # 40 MiB of our own, touched
+    alone = tree_rss(os.getpid())
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the forked child only waits
+        os.read(read, 1)
+        os._exit(0)
+    try:
+        forked = tree_rss(os.getpid())
+    finally:
+        os.write(write, b"x")
+        os.waitpid(child, 0)
+    assert alone is not None and forked is not None and alone > 40 * 2**20
+    assert abs(forked - alone) < 16 * 2**20, (forked - alone) / 2**20
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; b = bytearray(64 * 2**20); sys.stdin.read()"],
+                              stdin=subprocess.PIPE)
+    try:
+        for _ in range(100):  # until the child has its bytes
+            with_child = tree_rss(os.getpid())
+            if with_child - alone > 60 * 2**20:
+                break
+            time.sleep(0.05)
+    finally:
+        holder.communicate(b"")
+    assert 60 * 2**20 < with_child - alone < 96 * 2**20, (with_child - alone) / 2**20
+    assert tree_rss(holder.pid) is None and float(held[0]) == 1.0  # gone: None
 
 
 def test_lesson_7_shows_that_a_wrapped_number_is_saved_without_the_hooks():

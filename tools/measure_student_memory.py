@@ -27,12 +27,21 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def tree_rss(pid: int) -> int | None:
-    """Resident memory (bytes) of a process and all its children now; None once it is gone."""
+    """Resident memory (bytes) of a process now, plus what each of its children holds of its own
+    (USS: a child caught between fork and exec shares the parent's pages, and its RSS would count
+    them twice); None once the process is gone."""
     try:
         root = psutil.Process(pid)
-        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+        total = root.memory_info().rss
+        children = root.children(recursive=True)
     except psutil.Error:
         return None
+    for child in children:
+        try:
+            total += child.memory_full_info().uss
+        except psutil.Error:  # gone (or not ours to read) meanwhile
+            continue
+    return total
 
 
 def peak_rss(path: pathlib.Path) -> int:
