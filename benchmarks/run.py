@@ -439,6 +439,62 @@ def bench_memory(quick: bool) -> None:
            recompute_activations=r.values["activations"], recompute_plain_peak=plain.peak)
 
 
+# 4b. tk.budget on deep models ----------------------------------------------------------------------
+
+def _budget_setups(quick: bool):
+    """(label, marks-per-step size, make): GPT-2 (transformers, 128 wide) by layers, and a Linear+GELU MLP."""
+    def gpt2(layers: int):
+        import transformers
+        config = transformers.GPT2Config(n_layer=layers, n_embd=128, n_head=4, vocab_size=256, n_positions=64)
+        torch.manual_seed(0)
+        model = transformers.GPT2LMHeadModel(config).train()
+        ids = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
+        opt = torch.optim.AdamW(model.parameters())
+
+        def step() -> None:
+            opt.zero_grad()
+            model(input_ids=ids, labels=ids).loss.backward()
+            opt.step()
+        return model, opt, {"step": step}
+
+    def deep_mlp(layers: int, device: str = "cpu"):
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = torch.nn.Sequential(*[m for _ in range(layers)
+                                          for m in (torch.nn.Linear(32, 32), torch.nn.GELU())])
+            batch = (torch.randn(8, 32), torch.randn(8, 32))
+        return model, torch.optim.Adam(model.parameters()), {"batch": batch, "loss_fn": torch.nn.functional.mse_loss}
+
+    try:
+        import transformers  # noqa: F401
+        have_hf = True
+    except ImportError:
+        have_hf = False
+    sizes = (6, 12) if quick else (6, 12, 24)
+    out = [(f"GPT-2 (transformers, width 128), {n} layers", n, lambda n=n: gpt2(n)) for n in sizes] if have_hf else []
+    out += [(f"MLP Linear(32)+GELU, {n} layers", n, lambda n=n: deep_mlp(n))
+            for n in ((250, 500) if quick else (250, 500, 1000))]
+    return out + [(f"MLP on meta (predicted), {n} layers", n, lambda n=n: deep_mlp(n, "meta"))
+                  for n in ((125, 250) if quick else (125, 250, 500))]
+
+
+def bench_budget(quick: bool) -> None:
+    """tk.budget's own time on deeper and deeper models: seconds, and per mark (a mark per reverse rule);
+    the time per mark staying flat as the model deepens is what linear means."""
+    per_mark: dict[str, float] = {}
+    for label, _, make in _budget_setups(quick):
+        model, opt, how = make()
+        t0, c0 = time.perf_counter(), time.process_time()
+        b = tk.budget(model, opt, **how)
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        marks = len(b.timeline)
+        family = label.split(",")[0]
+        first = per_mark.setdefault(family, cpu / marks)
+        record(f"tk.budget, {label}", seconds, "-", None, "s",
+               note=f"CPU {cpu:.2f} s; {marks} marks, {cpu / marks * 1e6:.0f} µs per mark "
+                    f"({cpu / marks / first:.2f}× the smallest's)", cpu_s=cpu, marks=marks)
+
+
 # 5. the notebook suite -------------------------------------------------------------------------------
 
 def bench_notebooks(quick: bool) -> None:
@@ -509,7 +565,8 @@ def bench_grading(quick: bool) -> None:
 
 
 BENCHES = {"capture": bench_capture, "floor": bench_floor, "phases": bench_phases, "dot": bench_dot,
-           "drawing": bench_drawing, "memory": bench_memory, "notebooks": bench_notebooks, "grading": bench_grading}
+           "drawing": bench_drawing, "memory": bench_memory, "budget": bench_budget, "notebooks": bench_notebooks,
+           "grading": bench_grading}
 
 
 def main() -> int:

@@ -177,7 +177,7 @@ def _record(model: torch.nn.Module, optimizer: torch.optim.Optimizer, dev: torch
                 run()
         rec.mark("start")
         if meta:
-            probe.watch(rec.start_weak, rec.observations[0])
+            probe.watch(rec.holders.start_weak, rec.observations.first)
         with rec.watching(model), rec:
             rec.run()
         rec.mark("end")

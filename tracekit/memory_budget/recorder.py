@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import operator
 import os
 import sys
 import sysconfig
 import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
 import torch
@@ -19,13 +20,15 @@ from torch.overrides import TorchFunctionMode
 
 from .. import keeper
 from ..frames import forget_snapshot
-from ..internals import StorageRef, TorchDispatchMode, sequence_nr, storage_identity
+from ..internals import StorageRef, TorchDispatchMode, sequence_nr
 from ..live import is_leaf_node, walk
 from ..memory import AllocationStream, Measurement
 from ..rows import Status
 from ..saved import released, saved_slots
-from ..storage import allocated_bytes
+from ..storage import allocated_bytes, weak_expired
+from .holders import Holders, SavedValue, storage_key
 from .inputs import _tensors_in
+from .ledger import Observations
 
 USER_LEVEL = True  # frames here run user-level programs: frames.py shows their source lines
 
@@ -40,11 +43,6 @@ META_SOURCE = ("predicted on the meta device, nothing run on data: each storage 
                "allocated until the first op or mark that finds it gone; scratch memory inside kernels is not seen")
 
 
-def _key(storage: Any) -> int:
-    """An allocation's identity: its address, or on the meta device (every address 0) its StorageImpl."""
-    return storage_identity(storage) if storage.device.type == "meta" else storage.data_ptr()
-
-
 class _MetaStream(TorchDispatchMode):
     """On the meta device there is no allocator: every storage an op makes is an allocation, and
     a storage found gone (polled before each op and at each mark) is a free."""
@@ -53,19 +51,38 @@ class _MetaStream(TorchDispatchMode):
         super().__init__()
         self.events: list[tuple[int, int]] = []
         self.marks: list[tuple[str, int]] = []
-        self.live: dict[int, tuple[StorageRef, int]] = {}
+        # the storages live now, in the order they were made: key, weak reference (and its bare
+        # reference, checked in one pass of C calls per op), bytes
+        self.keys: list[int] = []
+        self.refs: list[StorageRef] = []
+        self.bare: list[int] = []
+        self.sizes: list[int] = []
+        self.live: set[int] = set()
         self.result: Measurement | None = None
 
     def poll(self) -> None:
-        for key, (weak, nbytes) in list(self.live.items()):
-            if weak.expired():
-                del self.live[key]
-                self.events.append((key, -nbytes))
+        gone = list(map(weak_expired, self.bare))
+        if not any(gone):
+            return
+        for key, nbytes in compress(zip(self.keys, self.sizes), gone):
+            self.live.discard(key)
+            self.events.append((key, -nbytes))
+        kept = list(map(operator.not_, gone))
+        self.keys, self.refs, self.bare, self.sizes = (list(compress(column, kept)) for column in
+                                                       (self.keys, self.refs, self.bare, self.sizes))
+
+    def _add(self, key: int, weak: StorageRef, nbytes: int) -> None:
+        self.live.add(key)
+        self.keys.append(key)
+        self.refs.append(weak)
+        self.bare.append(weak.cdata)
+        self.sizes.append(nbytes)
 
     def watch(self, storages: dict[int, StorageRef], sizes: dict[int, tuple[str, int]]) -> None:
         """Also report the end of storages made before the measurement (seen at its start)."""
         for key, weak in storages.items():
-            self.live.setdefault(key, (weak, sizes[key][1]))
+            if key not in self.live:
+                self._add(key, weak, sizes[key][1])
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         self.poll()
@@ -73,9 +90,9 @@ class _MetaStream(TorchDispatchMode):
         for t in _tensors_in(out):
             if t.device.type == "meta" and t.layout == torch.strided:
                 storage = t.untyped_storage()
-                key = _key(storage)
+                key = storage_key(storage)
                 if key not in self.live and storage.nbytes():
-                    self.live[key] = (StorageRef(storage), storage.nbytes())
+                    self._add(key, StorageRef(storage), storage.nbytes())
                     self.events.append((key, storage.nbytes()))
         return out
 
@@ -102,17 +119,6 @@ def _library_frame(frame: Any) -> bool:
     return os.path.normpath(frame.f_code.co_filename).startswith(_LIBRARY_DIRS)
 
 
-@dataclass(eq=False)
-class _SavedValue:
-    """A tensor the running backward's graph saved on the device: where, which storage, its bytes."""
-
-    node: Any
-    slot: str
-    key: int  # the storage's identity (see _key)
-    nbytes: int
-    storage: StorageRef  # to notice when a graph kept by retain_graph lets it go
-
-
 class _StepRecorder(TorchFunctionMode):
     """Marks the step's phases (backward calls, graph nodes, optimizer and zero_grad) and, at each
     mark, which storage each holder (parameters, gradients, ...) holds."""
@@ -128,63 +134,52 @@ class _StepRecorder(TorchFunctionMode):
         tensors = list(model.parameters()) + [p for g in optimizer.param_groups for p in g["params"]]
         self.params = list({id(p): p for p in tensors}.values())
         self.buffers = list(model.buffers())
-        self.names = {_key(p.untyped_storage()): n for n, p in model.named_parameters()}
+        self.names = {storage_key(p.untyped_storage()): n for n, p in model.named_parameters()}
         self.held = held
         self.step = step
         self.labels: list[tuple[str, int]] = []  # (label, backward pass or 0)
-        self.observations: list[dict[int, tuple[str, int]]] = []  # per mark: pointer -> (category, bytes)
-        self.saved: list[_SavedValue] = []  # what the running backward's graph saved and still holds
+        self.observations = Observations()  # per mark: storage key -> (category, bytes), as changes
+        self.holders = Holders(device)
+        # what the running backward's graph saved and still holds (by id), each rule's values, the values
+        # of the rules that ran whose release is still to be seen, whether the backward keeps its graph
+        self.saved: dict[int, SavedValue] = {}
+        self.saved_by_node: dict[Any, list[SavedValue]] = {}
+        self.ran: list[SavedValue] = []
+        self.retain = False
         self.retained: dict[int, tuple[StorageRef, int]] = {}  # saved storages of graphs kept by retain_graph
         self.passes = 0
         self.rules = 0
         self.runner: Any = None  # the frame that called the step
         self.frame_held: list[torch.Tensor] | None = None  # while backward runs: what the caller's frames hold
         self.optimizer_steps = 0
-        self.start_weak: dict[int, StorageRef] = {}  # storages seen at the start, to notice their end
         self.gone: list[list[int]] = []  # per mark: storages seen at the start that are gone by now
 
     # -- marks
-    def mark(self, label: str, backward_pass: int = 0) -> None:
+    def mark(self, label: str, backward_pass: int = 0, rule: Any = None) -> None:
+        """A mark in the allocation stream, and who holds each storage then: all read again, or (`rule`:
+        the node about to run, inside backward) what the rules that ran since changed."""
         self.probe.mark(f"{len(self.labels)}")
         self.labels.append((label, backward_pass))
-        gone = [ptr for ptr, weak in self.start_weak.items() if weak.expired()]
-        for ptr in gone:
-            del self.start_weak[ptr]
-        self.gone.append(gone)
-        self.observations.append(self._observe())
+        if rule is not None:
+            ran = [v for v in self.ran if id(v) in self.saved]  # (a phase mark since may have seen them go)
+            changes, self.ran = self.holders.after_rule(self.params, ran, self.retain, self.retained, self.saved)
+            self.gone.append(self.holders.gone(changes))
+            self.observations.change(changes)
+            self.ran += self.saved_by_node.get(rule, [])
+            return
+        self.gone.append(self.holders.gone())
+        self.observations.add(self._observe())
 
     def _observe(self) -> dict[int, tuple[str, int]]:
-        out: dict[int, tuple[str, int]] = {}
-        dev = str(self.device)
-        first = not self.observations
-
-        def put(tensors: Any, category: str) -> None:
-            for t in tensors:
-                if t is None or t.layout != torch.strided or t.device != self.device:
-                    continue
-                storage = t.untyped_storage()
-                nbytes = storage.nbytes()
-                if nbytes:
-                    ptr = _key(storage)
-                    out.setdefault(ptr, (category, allocated_bytes(nbytes, dev)))
-                    if first and ptr not in self.start_weak:
-                        self.start_weak[ptr] = StorageRef(storage)
-
-        put(self.params + self.buffers, "parameters")
-        put((p.grad for p in self.params), "gradients")
-        put(_tensors_in(list(self.optimizer.state.values())), "optimizer state")
         refs = self.frame_held if self.frame_held is not None else self._frame_tensors()
-        put(_tensors_in([self.held, self._static_refs(), refs]), "application references")
+        application = _tensors_in([self.held, self._static_refs(), refs])
         del refs
-        self.saved = [v for v in self.saved if not released(v.node, [v.slot])]
-        for v in self.saved:
-            out.setdefault(v.key, ("saved activations", v.nbytes))
-        for ptr, (weak, nbytes) in list(self.retained.items()):
+        self.saved = {i: v for i, v in self.saved.items() if not released(v.node, [v.slot])}
+        for ptr, (weak, _) in list(self.retained.items()):
             if weak.expired():
                 del self.retained[ptr]
-            else:
-                out.setdefault(ptr, ("saved activations", nbytes))
-        return out
+        return self.holders.read_all(self.params, self.buffers, _tensors_in(list(self.optimizer.state.values())),
+                                     application, list(self.saved.values()), self.retained, not self.observations)
 
     def _static_refs(self) -> list[Any]:
         """What the step function holds: its closure cells and the globals it names, and the same
@@ -253,6 +248,7 @@ class _StepRecorder(TorchFunctionMode):
         self.passes += 1
         n = self.passes
         self.frame_held = self._frame_tensors()  # the caller's frames wait, unchanged, while backward runs
+        self.retain, self.ran = retain, []
         nodes = walk([r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None])
         keeper.keep(sorted((g for g in nodes if not is_leaf_node(g)), key=sequence_nr))
         self._collect_saved(nodes)  # in its own frame: no saved value outlives the call
@@ -265,10 +261,10 @@ class _StepRecorder(TorchFunctionMode):
                 h.remove()
             del handles
             if retain:
-                for v in self.saved:
+                for v in self.saved.values():
                     if not released(v.node, [v.slot]):
                         self.retained[v.key] = (v.storage, v.nbytes)
-            self.saved = []
+            self.saved, self.saved_by_node, self.ran = {}, {}, []
             del nodes, roots, bound
             self.mark("after backward", n)
             self.frame_held = None
@@ -284,17 +280,19 @@ class _StepRecorder(TorchFunctionMode):
                     storage = t.untyped_storage()
                     if storage.nbytes():
                         nbytes = allocated_bytes(storage.nbytes(), str(self.device))
-                        self.saved.append(_SavedValue(node, s.slot, _key(storage), nbytes, StorageRef(storage)))
+                        v = SavedValue(node, s.slot, storage_key(storage), nbytes, StorageRef(storage))
+                        self.saved[id(v)] = v
+                        self.saved_by_node.setdefault(node, []).append(v)
 
     def _rule_hook(self, node: Any, backward_pass: int) -> Callable[[Any], None]:
         name = node.name()
         if is_leaf_node(node):
             var = node.variable
-            name += f" ({self.names.get(_key(var.untyped_storage()), 'leaf')})"
+            name += f" ({self.names.get(storage_key(var.untyped_storage()), 'leaf')})"
 
         def hook(grad_outputs: Any) -> None:
             self.rules += 1
-            self.mark(f"backward {self.rules}: {name}", backward_pass)
+            self.mark(f"backward {self.rules}: {name}", backward_pass, node)
 
         return hook
 
