@@ -1,5 +1,7 @@
 """Memory by storage, observed free points, hooks that move residuals elsewhere."""
 
+import gc
+
 import pytest
 import torch
 import torch.utils.checkpoint as checkpoint
@@ -221,6 +223,17 @@ def trace_then_drop_output():
 trace_then_drop_output()
 gc.collect()
 print("pending after drop:", keeper.pending())
+
+def trace_again_and_from_above_then_drop():
+    v = build()
+    y = v.sum()
+    for out in (y, y, y * 2):  # a cell run again, and a trace of an output built on top
+        tk.trace(out)
+    return None
+
+trace_again_and_from_above_then_drop()
+gc.collect()
+print("pending after the retraced graph's drop:", keeper.pending())
 KEPT = build()      # a module global still holding a walked deep graph at exit
 tk.trace(KEPT.sum())
 print("done")
@@ -237,6 +250,31 @@ def test_deep_walked_graph_frees_without_crashing(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "pending after drop: 0" in done.stdout and "done" in done.stdout
+    assert "pending after the retraced graph's drop: 0" in done.stdout
+
+
+def test_a_deep_graph_traced_again_is_freed_when_dropped():
+    """Each trace of a deep graph keeps every SPACING-th node until it is safe to free; traced twice (a
+    cell run again) or from an output built on top, the kept nodes used to hold each other forever (a
+    node two chains held was never the last holder): the graph and its saved values leaked."""
+    from tracekit import keeper
+    from tracekit.storage import drop_weak_ref, weak_expired, weak_ref
+
+    for traces in (1, 2, 3):
+        w = torch.randn(64, requires_grad=True)
+        v = torch.randn(64, requires_grad=True) * 1.0
+        first = weak_ref(v)  # the first intermediate: saved by the first mul (w needs its gradient)
+        for _ in range(keeper.DEEP + 500):
+            v = v * w
+        y = v.sum()
+        for out in [y] * traces + [y * 2]:
+            tk.trace(out, progress=False)
+        assert not weak_expired(first)
+        del v, y, out
+        gc.collect()
+        assert keeper.pending() == 0, traces
+        assert weak_expired(first), traces  # the graph, and what it saved, are gone
+        drop_weak_ref(first)
 
 
 def test_tracing_inside_a_function_does_not_extend_lifetimes():

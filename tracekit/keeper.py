@@ -7,7 +7,9 @@ recurses once per node (THPCppFunction_dealloc -> ~Node -> decref -> ...): a cha
 ~60,000 walked nodes overflows the C stack when the user drops the output. tracekit
 walks every node, so for deep graphs it keeps every SPACING-th node alive; when the
 rest of the graph is gone it lets them go top-down, each drop freeing at most SPACING
-nodes. Shallow graphs (the usual case) are not touched.
+nodes. Shallow graphs (the usual case) are not touched. A graph traced more than once (a cell
+run again, an output built on top) is kept by each trace's chain: a kept node counts as free of
+others when only chains hold it, and the last chain to let it go frees it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ DEEP = 20_000  # graphs with fewer nodes than this free safely on their own
 SPACING = 2_000
 
 _chains: list[list[Any]] = []
+_holders: dict[int, int] = {}  # a kept node (by id: it is alive while kept) -> how many chains hold it
 _lock = threading.Lock()
 
 
@@ -37,6 +40,8 @@ def keep(graph_nodes: list[Any]) -> None:
         chain.append(graph_nodes[-1])
     with _lock:
         _chains.append(chain)
+        for node in chain:  # a graph traced again (or from another output) is kept by each of its chains
+            _holders[id(node)] = _holders.get(id(node), 0) + 1
     sweep()
 
 
@@ -45,12 +50,20 @@ def sweep() -> None:
     if not _chains or not _lock.acquire(blocking=False):
         return
     try:
-        for chain in list(_chains):
-            # refcount 2 = the chain's list + getrefcount's own argument: no one else holds it
-            while chain and sys.getrefcount(chain[-1]) <= 2:
-                chain.pop()  # frees this node and what hangs below it, down to the next kept node
-            if not chain:
-                _chains.remove(chain)
+        released = True
+        while released:  # a node two chains hold is let go by one and freed by the other: go round again
+            released = False
+            for chain in list(_chains):
+                # the chains that hold it + getrefcount's own argument: no one else holds it
+                while chain and sys.getrefcount(chain[-1]) <= 1 + _holders[id(chain[-1])]:
+                    key = id(chain[-1])
+                    left = _holders.pop(key) - 1
+                    if left:
+                        _holders[key] = left
+                    chain.pop()  # the last chain's frees it and what hangs below, down to the next kept node
+                    released = True
+                if not chain:
+                    _chains.remove(chain)
     finally:
         _lock.release()
 
