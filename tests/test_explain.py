@@ -212,3 +212,37 @@ def test_other_errors_and_working_programs_are_untouched():
         y.backward()
     assert torch.equal(x.grad, want[0]) and torch.equal(w.grad, want[1])
     assert cap.trace is not None and not torch.nn.modules.module._global_forward_pre_hooks
+
+
+def test_a_loop_that_retains_its_graphs_frees_them_under_explain_as_without():
+    """explain remembers the last graphs a backward ran on (to say which earlier backward freed what a
+    second one needs) by their outputs' identity, not by holding their nodes: a loop with
+    retain_graph=True (the fix explain suggests) frees each step's activations as plain PyTorch does."""
+    from tracekit.storage import drop_weak_ref, weak_expired, weak_ref
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 128), torch.nn.Tanh(), torch.nn.Linear(128, 1))
+    x = torch.randn(32, 16)
+
+    def loop():
+        refs = []
+        for _ in range(12):
+            h = m[1](m[0](x))
+            refs.append(weak_ref(h))
+            loss = m[2](h).sum()
+            loss.backward(retain_graph=True)
+            del loss, h
+        alive = sum(not weak_expired(r) for r in refs)
+        for r in refs:
+            drop_weak_ref(r)
+        return alive
+
+    assert loop() == 0
+    with tk.explain():
+        assert loop() == 0
+        y = m(x).sum()
+        y.backward()
+        with pytest.raises(RuntimeError, match="second time") as err:
+            y.backward()  # the graph it remembers is still the one explained
+    note = "".join(getattr(err.value, "__notes__", []))
+    assert "AddmmBackward0.mat1" in note and "The first backward()" in note and "released it" in note

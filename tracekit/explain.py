@@ -24,7 +24,7 @@ import torch
 from .capture import CaptureSession, trace
 from .errors import TracekitError
 from .frames import user_frame, where
-from .internals import backward_outputs
+from .internals import SEQUENCE_NR, backward_outputs
 from .reader import Residual
 from .rows import Mutation, Status
 from .storage import format_bytes
@@ -277,7 +277,9 @@ class Explain:
         outputs = _outputs(args, kwargs, func)
         if not outputs:
             return func(*args, **kwargs)
-        key = tuple(t.grad_fn for t in outputs)
+        # the outputs' nodes by identity and sequence number: holding the nodes themselves would keep a
+        # retained graph, and its saved values, alive for as long as it is remembered
+        key = tuple((id(t.grad_fn), SEQUENCE_NR(t.grad_fn)) for t in outputs)
         line = where(user_frame())
         try:
             now = self.recording.trace(*outputs)
