@@ -306,3 +306,34 @@ def test_measured_graph_bytes_match_the_trace():
     assert predicted == 2 * 4000 + 4
     assert m.marks["after forward"] == predicted
     assert m.marks["after drop"] == 0
+
+
+def test_a_deep_traced_graph_goes_when_its_output_does_not_at_the_next_collection():
+    """`del y` on a traced deep graph frees it (and its saved values) as plain PyTorch does, within a
+    moment, with the cycle collector off: the kept nodes are let go when the output goes, not only
+    when a collection runs (a loop making such graphs held two at a time; with gc off, for ever)."""
+    import time
+
+    from tracekit import keeper
+    from tracekit.storage import drop_weak_ref, weak_expired, weak_ref
+
+    gc.disable()
+    try:
+        for traces in (1, 2):
+            x = torch.randn(1, requires_grad=True)
+            big = torch.randn(1_000_000)
+            y = (x * big).sum()  # saves big
+            ref = weak_ref(big)
+            del big
+            for _ in range(keeper.DEEP + 500):
+                y = y * 1.0001
+            for _ in range(traces):
+                tk.trace(y, progress=False)
+            del y
+            waited = time.monotonic()
+            while not weak_expired(ref) and time.monotonic() - waited < 5:
+                time.sleep(0.01)
+            assert weak_expired(ref) and keeper.pending() == 0, traces
+            drop_weak_ref(ref)
+    finally:
+        gc.enable()

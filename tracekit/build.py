@@ -154,7 +154,7 @@ class _Builder:
         edges: dict[Any, tuple[tuple[Any, int], ...]] = {}
         leaves, ops = _leaves_and_ops(walk(roots, edges))
         graph_nodes = sorted(ops, key=SEQUENCE_NR)  # forward order
-        keeper.keep(graph_nodes)
+        keeper.keep(graph_nodes, self.outputs)
         self.position = {n: i for i, n in enumerate(graph_nodes)}
         # leaves that get gradients: a residual in their storage is theirs (e.g. W.t())
         keys = self.parameter_keys

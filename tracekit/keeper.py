@@ -9,7 +9,9 @@ walks every node, so for deep graphs it keeps every SPACING-th node alive; when 
 rest of the graph is gone it lets them go top-down, each drop freeing at most SPACING
 nodes. Shallow graphs (the usual case) are not touched. A graph traced more than once (a cell
 run again, an output built on top) is kept by each trace's chain: a kept node counts as free of
-others when only chains hold it, and the last chain to let it go frees it.
+others when only chains hold it, and the last chain to let it go frees it. The sweep runs at each
+collection and a moment after a traced output goes (`del y` frees the graph then, as without
+tracekit, not at the next collection).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import ctypes
 import gc
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,44 +31,74 @@ SPACING = 2_000
 
 _chains: list[list[Any]] = []
 _holders: dict[int, int] = {}  # a kept node (by id: it is alive while kept) -> how many chains hold it
-_lock = threading.Lock()
+_lock = threading.RLock()
+_busy = False  # a sweep or keep under way on the thread that holds _lock
 
 
-def keep(graph_nodes: list[Any]) -> None:
-    """Hold every SPACING-th node (in forward order) of a deep graph until it is safe to free."""
+def keep(graph_nodes: list[Any], outputs: tuple[Any, ...] = ()) -> None:
+    """Hold every SPACING-th node (in forward order) of a deep graph until it is safe to free;
+    `outputs`: the tensors the graph was walked from, whose end lets it go at once (`del y`), not
+    at the next collection."""
     if len(graph_nodes) < DEEP:
         return
+    for t in outputs:
+        with contextlib.suppress(TypeError):  # a tensor that takes no weak reference: the collection's sweep
+            weakref.finalize(t, _sweep_soon).atexit = False  # (at exit: _at_exit)
     chain = list(graph_nodes[::SPACING])
     if chain[-1] is not graph_nodes[-1]:
         chain.append(graph_nodes[-1])
+    global _busy
     with _lock:
-        _chains.append(chain)
-        for node in chain:  # a graph traced again (or from another output) is kept by each of its chains
-            _holders[id(node)] = _holders.get(id(node), 0) + 1
+        _busy = True
+        try:
+            for node in chain:  # a graph traced again (or from another output) is kept by each of its chains
+                _holders[id(node)] = _holders.get(id(node), 0) + 1
+            _chains.append(chain)
+        finally:
+            _busy = False
     sweep()
+
+
+def _sweep_soon() -> None:
+    """An output of a kept graph is going: sweep once it is gone (called as its Python object dies,
+    before it lets go of its node: a sweep now would find the top still held), from a short-lived
+    thread, after a moment (a sweep that comes too early leaves it to the collection's, as before)."""
+    timer = threading.Timer(0.01, sweep)
+    timer.daemon = True
+    timer.start()
 
 
 def sweep() -> None:
     """Release the kept nodes that nothing else holds, from the top of each chain down."""
-    if not _chains or not _lock.acquire(blocking=False):
+    global _busy
+    if not _chains:
         return
-    try:
-        released = True
-        while released:  # a node two chains hold is let go by one and freed by the other: go round again
-            released = False
-            for chain in list(_chains):
-                # the chains that hold it + getrefcount's own argument: no one else holds it
-                while chain and sys.getrefcount(chain[-1]) <= 1 + _holders[id(chain[-1])]:
-                    key = id(chain[-1])
-                    left = _holders.pop(key) - 1
-                    if left:
-                        _holders[key] = left
-                    chain.pop()  # the last chain's frees it and what hangs below, down to the next kept node
-                    released = True
-                if not chain:
-                    _chains.remove(chain)
-    finally:
-        _lock.release()
+    with _lock:  # another thread's sweep or keep: wait for it (the wait lets go of the interpreter lock)
+        if _busy:  # this thread's own, under way (a collection started inside it)
+            return
+        _busy = True
+        try:
+            _release()
+        finally:
+            _busy = False
+
+
+def _release() -> None:
+    """sweep()'s work, under the lock: round the chains until nothing more is let go."""
+    released = True
+    while released:  # a node two chains hold is let go by one and freed by the other: go round again
+        released = False
+        for chain in list(_chains):
+            # the chains that hold it + getrefcount's own argument: no one else holds it
+            while chain and sys.getrefcount(chain[-1]) <= 1 + _holders[id(chain[-1])]:
+                key = id(chain[-1])
+                left = _holders.pop(key) - 1
+                if left:
+                    _holders[key] = left
+                chain.pop()  # the last chain's frees it and what hangs below, down to the next kept node
+                released = True
+            if not chain:
+                _chains.remove(chain)
 
 
 def pending() -> int:
