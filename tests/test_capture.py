@@ -1,5 +1,6 @@
 """Residuals come from the runtime; roles, rules, attributes; source lines; bad input."""
 
+import contextlib
 import importlib
 import sys
 
@@ -332,3 +333,37 @@ def test_a_trace_keeps_nothing_of_the_calls_that_made_none_of_its_nodes():
     (memory growing with the square of the steps)."""
     few, many = _retained_by_one_trace(10), _retained_by_one_trace(20000)
     assert many - few < 100_000, (few, many)
+
+
+def test_a_capture_kept_over_a_training_loop_gives_each_step_its_own_calls():
+    """One `with tk.capture()` around a whole loop, a trace per step: each trace reads and keeps the
+    calls of its own graph (its lines, modules and the in-place calls made after it began), not every
+    call the capture saw since the loop began (each trace used to cost more than the last, and step
+    3,000's record held every optimizer update: 447 KB of JSON for a 6-node graph)."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, foreach=False)
+    x = torch.randn(4, 8)
+    kept = []
+    with tk.capture() as cap:
+        for step in range(200):
+            h = m[0](x)
+            loss = m[2](h.relu()).pow(2).mean()
+            if step in (0, 199):
+                h.mul_(1)  # after the forward: the graph's own in-place call, on a value relu saved
+            tr = cap.trace(loss)
+            if step in (0, 1, 199):
+                kept.append(tr)
+            with contextlib.suppress(RuntimeError):  # relu's saved value was modified at steps 0 and 199
+                tr.backward()
+            opt.step()
+            opt.zero_grad()
+    first, plain, last = kept
+    assert [(mu.call, mu.version) for mu in first.mutations] == [("mul_", 1)]
+    assert [(mu.call, mu.version) for mu in last.mutations] == [("mul_", 1)]  # not 199 steps' updates
+    assert plain.mutations == []
+    for tr in (plain, last):
+        assert [(n.op, n.module, n.source.split(":")[-1] if n.source else None) for n in tr.nodes] == \
+               [(n.op, n.module, n.source.split(":")[-1] if n.source else None) for n in first.nodes]
+    assert abs(len(last.to_json()) - len(first.to_json())) < 200
+    assert {n.module for n in last.nodes} == {"Linear", None}  # each called on its own: the outermost

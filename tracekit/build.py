@@ -8,10 +8,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from bisect import bisect_right
 from itertools import compress
 from operator import attrgetter, itemgetter, not_
 from types import CodeType
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -61,7 +62,31 @@ from .without_data import backend_of_outputs, note_for
 # and the offset it was at (frames.where_at reads the line at build), call name); every node whose
 # sequence number is in [first, after) was made by that call
 Sources = dict[int, tuple[int, CodeType | None, int, str]]
-Modules = dict[int, str]  # a call's first sequence number -> the module whose forward made it (its label)
+class Modules(Protocol):
+    """A call's first sequence number -> the module whose forward made it (its label): a dict, or
+    capture's labels made when asked."""
+
+    def get(self, seq: int, /) -> str | None: ...
+
+    def __bool__(self) -> bool: ...
+
+
+
+class Mutations(list):  # type: ignore[type-arg]
+    """The in-place calls a recorder saw (Mutation), in order, and at each the sequence number the
+    next autograd node would take (`starts`; left empty where this torch cannot say)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts: list[int] = []
+
+    def since(self, first: int) -> list[Mutation]:
+        """The calls made after the node numbered `first` (a graph whose first node that is was changed
+        by none before it: they are older than all it saved); all of them where the numbers are not known."""
+        if len(self.starts) != len(self):
+            return list(self)
+        return self[bisect_right(self.starts, first):]
+
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 
 
@@ -128,7 +153,7 @@ class _Builder:
         self.modules = modules
         self.sources = sources
         self.names = names
-        self.mutations = mutations
+        self.mutations = mutations  # the in-place calls since this graph's first node (see capture)
         self.output_keys = {storage_key(t) for t in outputs}
         self.leaves: dict[str, str] = {}  # leaf label -> description
         self.leaf_texts: dict[tuple[Any, ...], str] = {}  # (role, shape, dtype) -> a leaf's description
@@ -166,6 +191,8 @@ class _Builder:
         nexts = list(map(edges.__getitem__, graph_nodes))
         del edges
         seq = list(map(SEQUENCE_NR, graph_nodes))  # each node's sequence number, read once
+        if seq and isinstance(self.mutations, Mutations):  # a capture kept over a long loop: this graph's own
+            self.mutations = self.mutations.since(seq[0])
         owners = _owners(seq, self.sources, nexts, self.position) if self.sources is not None else None
         modules = self.modules
         n = len(graph_nodes)
@@ -478,7 +505,10 @@ def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int],
     first call, in forward order, that leads to it through such nodes: consumers run later, so one
     pass from the last node back settles them."""
     made_by: dict[int, int] = {}  # sequence number -> the first number of the call that took it
+    lo = min(seq) if seq else 0
     for first, (after, _, _, _) in reversed(sources.items()):  # the earliest call wins where ranges overlap
+        if after <= lo:  # calls come in order: this one and all before it made nodes older than the graph
+            break  # (a capture kept over a long loop: a trace reads its own calls, not every call since)
         if after == first + 1:
             made_by[first] = first
         else:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .build import Modules, Sources, build_trace
+from .build import Mutations, Sources, build_trace
 from .errors import NestedCaptureError
 from .frames import SKIPPED, Names, caller_names, is_skipped, module_paths, module_tree, name_module, where
 from .internals import NEXT_SEQUENCE_NR, SEQUENCE_NR, compiled_original, module_call_code, module_wrapper_code, version
@@ -54,7 +54,7 @@ class _Recorder(TorchFunctionMode):
     """Sees each torch call; gives the nodes it created their source line and call name,
     and remembers in-place calls (which bump a tensor's version counter)."""
 
-    def __init__(self, sources: Sources, mutations: list[Mutation], modules: _ModulePath,
+    def __init__(self, sources: Sources, mutations: Mutations, modules: _ModulePath,
                  on_backward: OnBackward | None = None) -> None:
         super().__init__()
         self.sources = sources
@@ -94,6 +94,8 @@ class _Recorder(TorchFunctionMode):
             mutated = args[0]
             self.mutations.append(Mutation(call, where(self.modules.locate()[0]), storage_key(mutated),
                                            version(mutated)))
+            if counter is not None:
+                self.mutations.starts.append(start)
         return result
 
 
@@ -127,6 +129,7 @@ class _ModulePath:
         self.top: Any = None  # the frame recording started in: module calls lie below it
         self.outer: Any = None  # the outermost module call's frame at the last torch call (until the next)
         self.outer_k = -1  # and its module
+        self.outers: set[int] = set()  # every module found outermost so far
         self.caller: Any = None  # the frame that made the last torch call (until the next) and what
         self.found: tuple[Any, tuple[int, int] | None] = (None, None)  # locate() found above it
 
@@ -180,6 +183,7 @@ class _ModulePath:
             return user, None
         if outer is not self.outer:  # a model's frame stays for all its calls: its module is read once
             self.outer, self.outer_k = outer, self._number(_self_of(outer))
+            self.outers.add(self.outer_k)
         return user, (self.outer_k if inner is outer else self._number(_self_of(inner)), self.outer_k)
 
     def _number(self, module: Any) -> int:
@@ -197,7 +201,7 @@ class _ModulePath:
         """`names` with the parameters and buffers of the outermost modules called that the
         caller's code does not name, under the module's class (`ResNet.bn1.running_mean`);
         `named`: the modules whose trees `names` has already, with their trees (nothing of theirs to add)."""
-        for k in sorted({outer for _, outer in self.of.values()}):
+        for k in sorted(self.outers):
             root = self.modules[k]
             tree = next((t for m, t in named if m is root), None)
             if tree is None:
@@ -213,26 +217,41 @@ class _ModulePath:
             tree = self.trees[k] = module_tree(self.modules[k])
         return tree
 
-    def labels(self) -> Modules:
-        """Each recorded node's module label: `self_attn (MultiheadAttention)` (its path in the
-        outermost module's `named_modules()`, then its class; the outermost is its class alone),
-        or `CrossEntropyLoss (made during the call)` for a module outside that tree."""
-        paths: dict[int, dict[torch.nn.Module, str]] = {}
-        words: dict[tuple[int, int], str] = {}
-        out: Modules = {}
-        for seq, pair in self.of.items():
-            label = words.get(pair)
-            if label is None:
-                inner, outer = pair
-                if outer not in paths:
-                    paths[outer] = module_paths(self.modules[outer], self.tree(outer))
-                module = self.modules[inner]
-                kind = type(module).__name__
-                path = paths[outer].get(module)
-                label = words[pair] = (kind if path == "" else f"{path} ({kind})" if path is not None
-                                       else f"{kind} (made during the call)")
-            out[seq] = label
-        return out
+    def labels(self) -> _Labels:
+        """Each recorded call's module label, made when the build asks for a call's (only those of
+        the traced graph: a capture kept over a long loop has seen many more)."""
+        return _Labels(self)
+
+
+class _Labels:
+    """A call's module label (`get(first sequence number)`): `self_attn (MultiheadAttention)` (its path
+    in the outermost module's `named_modules()`, then its class; the outermost is its class alone), or
+    `CrossEntropyLoss (made during the call)` for a module outside that tree; None outside modules."""
+
+    def __init__(self, path: _ModulePath) -> None:
+        self.path = path
+        self.paths: dict[int, dict[torch.nn.Module, str]] = {}
+        self.words: dict[tuple[int, int], str] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.path.of)
+
+    def get(self, seq: int) -> str | None:
+        pair = self.path.of.get(seq)
+        if pair is None:
+            return None
+        label = self.words.get(pair)
+        if label is None:
+            inner, outer = pair
+            modules = self.path.modules
+            if outer not in self.paths:
+                self.paths[outer] = module_paths(modules[outer], self.path.tree(outer))
+            module = modules[inner]
+            kind = type(module).__name__
+            where = self.paths[outer].get(module)
+            label = self.words[pair] = (kind if where == "" else f"{where} ({kind})" if where is not None
+                                        else f"{kind} (made during the call)")
+        return label
 
 
 _CALL_CODE = module_call_code()
@@ -255,7 +274,7 @@ class CaptureSession:
 
     def __init__(self, on_backward: OnBackward | None = None) -> None:
         self.sources: Sources = {}
-        self.mutations: list[Mutation] = []
+        self.mutations = Mutations()
         self.modules = _ModulePath()
         self._mode = _Recorder(self.sources, self.mutations, self.modules, on_backward)
 
@@ -279,7 +298,7 @@ class capture:
 
     def __init__(self) -> None:
         self.sources: Sources = {}
-        self.mutations: list[Mutation] = []
+        self.mutations = Mutations()
         self.modules = _ModulePath()
         self._mode: _Recorder | None = None
 
@@ -308,7 +327,7 @@ class capture:
         return _trace_recorded(outputs, self.sources, self.mutations, self.modules, progress)
 
 
-def _trace_recorded(outputs: tuple[torch.Tensor, ...], sources: Sources, mutations: list[Mutation],
+def _trace_recorded(outputs: tuple[torch.Tensor, ...], sources: Sources, mutations: Mutations,
                     modules: _ModulePath, progress: bool | None) -> Trace:
     """The trace of the graph behind `outputs`, with what a recorder saw (its sources, in-place
     calls and modules) and the names the caller (three frames up) gives tensors and parameters."""

@@ -392,7 +392,7 @@ class TraceData:
 
     @property
     def mutations(self) -> list[Mutation]:
-        """In-place calls seen under capture."""
+        """In-place calls seen under capture after the graph's first node."""
         return list(self.record.mutations)
 
     @property
