@@ -233,9 +233,11 @@ def skeleton_backward(loss: torch.Tensor, trace: dict[str, Any]) -> tuple[list[i
         add_order(i)
 
     with gc_paused():
-        hooks[0] = hook
+        for d in hooks:  # the hook dicts the nodes have (one per node, as the build leaves them)
+            d[0] = hook
         loss.backward()
-        hooks.clear()
+        for d in hooks:
+            d.clear()
         if k >= 0:
             hook(None)
         prev = position = None

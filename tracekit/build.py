@@ -224,7 +224,7 @@ class _Builder:
             record = _with_notes(record, self.backend)
         seqs = dict(zip(seq, range(n)))
         live = Live(self.outputs, seqs if len(seqs) == n else None, self.kept,
-                    shared_hook_dict(graph_nodes, roots) if len(seqs) == n else None)
+                    shared_hook_dict(graph_nodes, seq) if len(seqs) == n else None)
         return Trace(record, live, weaks=tuple(self.weaks))
 
     def cache(self, graph_nodes: list[Any]) -> tuple[CachedValue, ...]:

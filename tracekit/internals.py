@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import operator
 import sys
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -260,58 +261,102 @@ def version(t: torch.Tensor) -> int:
     return t._version
 
 
-_HOOKS_KEY = "tracekit.hooks"  # a root node's metadata: (the roots it was registered from, the dict)
+class HookDict(dict):  # type: ignore[type-arg]
+    """A hook dict (step key -> the function a node's tensor pre-hook calls) that can be weakly
+    referenced: it lives as long as a node it was registered on (and a backward that uses it)."""
+
+    __slots__ = ("__weakref__",)
 
 
-def shared_hook_dict(graph_nodes: list[Any], roots: list[Any] = ()) -> dict[int, Callable[[Any], None]] | None:
-    """One empty dict registered as the tensor pre-hook of every node in `graph_nodes` (the
-    `current_node` capability; None where this torch lacks it): PreHook fills it for one backward.
-    Registered while the build holds the nodes, so observing needs no second walk of the graph;
-    while empty, the engine calls no Python function for it. `roots`: the nodes `graph_nodes` was
-    walked from; a graph traced again from the same roots gets the dict registered the first time
-    (kept in the first root's metadata), not one more pre-hook per node on every trace."""
-    if not CAPABILITIES["current_node"]:
+HookDicts = tuple[HookDict, ...]
+
+
+# each live hook dict (by the id of its weak reference): the reference, and the nodes it was
+# registered on, as their sequence numbers, their ids (another thread's node may have the same number)
+# and the lowest and highest number; forgotten when the dict goes (its last node freed)
+_REGISTERED: dict[int, tuple[weakref.ref, list[int], list[int], int, int]] = {}
+
+
+def _forget(ref: weakref.ref) -> None:
+    _REGISTERED.pop(id(ref), None)
+
+
+def _registered_on(graph_nodes: list[Any], seq: list[int], lo: int, hi: int) -> tuple[dict[int, HookDict], set[int]]:
+    """The live hook dicts earlier traces registered on some of these nodes (by id), and those nodes'
+    positions: only the dicts whose numbers overlap these (`lo` to `hi`) are read, node by node."""
+    overlapping = [entry for entry in _REGISTERED.values() if entry[3] <= hi and entry[4] >= lo]
+    found: dict[int, HookDict] = {}
+    covered: set[int] = set()
+    if not overlapping:
+        return found, covered
+    at = dict(zip(seq, range(len(seq))))
+    for ref, numbers, ids, _, _ in overlapping:
+        hooks = ref()
+        if hooks is None:
+            continue
+        for s, node_id in zip(numbers, ids):
+            i = at.get(s)
+            if i is not None and id(graph_nodes[i]) == node_id:
+                covered.add(i)
+                found[id(hooks)] = hooks
+    return found, covered
+
+
+def shared_hook_dict(graph_nodes: list[Any], seq: list[int] | None = None) -> HookDicts | None:
+    """The empty hook dicts registered as the tensor pre-hook of the nodes in `graph_nodes` (the
+    `current_node` capability; None where this torch lacks it), each node under one: PreHook fills
+    them for one backward. Registered while the build holds the nodes, so observing needs no second
+    walk of the graph; while empty, the engine calls no Python function for them. A node is
+    registered once: a node an earlier trace registered keeps its dict (a graph traced again, one
+    built on top of a traced one), and only the others get a new one; each registration is one more
+    hook the engine checks in every backward, the user's own too. `seq`: the nodes' sequence numbers."""
+    if not CAPABILITIES["current_node"] or not graph_nodes:
         return None
-    key = tuple((id(r), r._sequence_nr()) for r in roots)  # the same live nodes: ids and sequence numbers
-    meta = roots[0].metadata if roots else None
-    if meta is not None:
-        known = meta.get(_HOOKS_KEY)
-        if known is not None and known[0] == key:
-            return known[1]
-    hooks: dict[int, Callable[[Any], None]] = {}
-    carrier = torch.empty(0)
-    carrier._backward_hooks = hooks  # the dict every node's tensor pre-hook reads
-    for g in graph_nodes:
-        g._register_hook_dict(carrier)
-    if meta is not None:
-        meta[_HOOKS_KEY] = (key, hooks)
-    return hooks
+    if seq is None:
+        seq = list(map(SEQUENCE_NR, graph_nodes))
+    lo, hi = min(seq), max(seq)
+    found, covered = _registered_on(graph_nodes, seq, lo, hi) if _REGISTERED else ({}, set())
+    fresh = graph_nodes
+    if covered:
+        fresh = [g for i, g in enumerate(graph_nodes) if i not in covered]
+        seq = [s for i, s in enumerate(seq) if i not in covered]
+    out = tuple(found.values())
+    if fresh:
+        hooks = HookDict()
+        carrier = torch.empty(0)
+        carrier._backward_hooks = hooks  # the dict every node's tensor pre-hook reads
+        for g in fresh:
+            g._register_hook_dict(carrier)
+        ref = weakref.ref(hooks, _forget)
+        if covered:
+            lo, hi = min(seq), max(seq)
+        _REGISTERED[id(ref)] = (ref, seq, list(map(id, fresh)), lo, hi)
+        out += (hooks,)
+    return out
 
 
 class PreHook:
     """One call of `step(grad, node)` as each node of `graph_nodes` is about to run. With the
-    `current_node` capability: one tensor pre-hook shared by every node through one hook dict
-    (`hooks`: one shared_hook_dict already registered; else registered here, which costs no
-    Python call per node), called as `step(grad)`: the step asks the engine which node runs
-    (CURRENT_NODE), so each step is one Python call; without it, a public `register_prehook` per
-    node, called as `step(grads, node)`. `remove()` makes a later backward call nothing of ours."""
+    `current_node` capability and `hooks` (shared_hook_dict's dicts, registered at build): one tensor
+    pre-hook shared by every node through its hook dict, called as `step(grad)`: the step asks the
+    engine which node runs (CURRENT_NODE), so each step is one Python call. Otherwise a public
+    `register_prehook` per node, called as `step(grads, node)`, removed after. `remove()` makes a
+    later backward call nothing of ours."""
 
     def __init__(self, graph_nodes: list[Any] | None, step: Callable[..., None],
-                 hooks: dict[int, Callable[[Any], None]] | None = None) -> None:
+                 hooks: HookDicts | None = None) -> None:
         self.handles: list[Any] = []
-        if hooks is None and graph_nodes is not None:
-            hooks = shared_hook_dict(graph_nodes)
-        if hooks is not None:
-            self.hooks: dict[int, Callable[[Any], None]] = hooks
-            hooks[0] = step
-        else:
+        self.hooks: HookDicts = hooks or ()
+        for d in self.hooks:
+            d[0] = step
+        if hooks is None:
             assert graph_nodes is not None, "no shared hook dict and no nodes to hook"
-            self.hooks = {}
             self.handles = [g.register_prehook(lambda grads, g=g: step(grads, g)) for g in graph_nodes]
 
     def remove(self) -> None:
-        """Detach: the nodes keep an empty hook dict (or lose their pre-hooks)."""
-        self.hooks.clear()
+        """Detach: the nodes keep their empty hook dicts (or lose their pre-hooks)."""
+        for d in self.hooks:
+            d.clear()
         for h in self.handles:
             h.remove()
 

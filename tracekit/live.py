@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import GraphReleasedError, NotObservableError
-from .internals import SEQUENCE_NR
+from .internals import SEQUENCE_NR, HookDicts
 
 if TYPE_CHECKING:
     import torch
@@ -72,22 +72,23 @@ class Live:
     """Weak references to the traced outputs, and each node's index by its sequence number (from
     the build: no re-walk in forward order to find a node's row); the outputs nobody else held
     when traced (`tk.trace(f(x))`), kept: the trace is the only way to their graph. `hooks`: the
-    empty hook dict the build registered on every node (internals.shared_hook_dict), so an
+    empty hook dicts the build found or registered on its nodes (internals.shared_hook_dict), so an
     observed backward needs no walk: the outputs' nodes still being the traced ones (`roots`:
     their sequence numbers and names) says the graph is the traced one (its nodes never change)."""
 
     __slots__ = ("outputs", "index_by_seq", "kept", "hooks", "roots")
 
     def __init__(self, outputs: tuple[torch.Tensor, ...], index_by_seq: dict[int, int] | None = None,
-                 kept: tuple[bool, ...] = (), hooks: dict[int, Any] | None = None) -> None:
+                 kept: tuple[bool, ...] = (), hooks: HookDicts | None = None) -> None:
         self.outputs = tuple(weakref.ref(t) for t in outputs)
         self.index_by_seq = index_by_seq
         self.kept = tuple(t for t, keep in zip(outputs, kept) if keep)
-        self.hooks = hooks
+        # held weakly: a dict goes with the last node it hooks (and the build's record of it with it)
+        self.hooks = None if hooks is None else tuple(map(weakref.ref, hooks))
         self.roots = _roots(outputs)
 
-    def hooked(self) -> tuple[dict[int, Any], Callable[[int], int | None]] | None:
-        """(the hook dict registered at build, a node's sequence number -> its index in the record)
+    def hooked(self) -> tuple[HookDicts, Callable[[int], int | None]] | None:
+        """(the hook dicts registered at build, a node's sequence number -> its index in the record)
         when the graph is the traced one and the build registered the dict; None: walk it again
         (op_nodes). The outputs' nodes are read from the live outputs (GraphReleasedError when the
         caller let go of them)."""
@@ -96,7 +97,10 @@ class Live:
         if _roots(self.tensors()) != self.roots:  # e.g. an in-place op on an output: a new node above
             raise NotObservableError(
                 "the graph behind the traced outputs changed since it was traced: trace it again.")
-        return self.hooks, self.index_by_seq.get
+        hooks = tuple(ref() for ref in self.hooks)
+        if any(d is None for d in hooks):  # (a graph whose nodes went: walked again, which says so)
+            return None
+        return hooks, self.index_by_seq.get  # type: ignore[return-value]
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The traced outputs (GraphReleasedError if the caller let go of one)."""

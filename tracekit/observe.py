@@ -212,7 +212,7 @@ def observe_backward(
     keep = create_graph if retain_graph is None else retain_graph
     with gc_paused():  # the observer's step lists (and any walk): many small objects, one collection after
         hooked = live.hooked()  # the hook dict the build registered: no walk, nodes found by sequence number
-        if hooked is not None and not hooked[0]:  # (in use: another trace of this graph observes a backward)
+        if hooked is not None and not any(hooked[0]):  # (in use: another trace of this graph observes a backward)
             (hooks, index_of), graph_nodes, key = hooked, None, SEQUENCE_NR
         else:
             hooks, (graph_nodes, index_of), key = None, live.op_nodes(trace.record), id
