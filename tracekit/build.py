@@ -73,19 +73,19 @@ class Modules(Protocol):
 
 
 class Mutations(list):  # type: ignore[type-arg]
-    """The in-place calls a recorder saw (Mutation), in order, and at each the sequence number the
-    next autograd node would take (`starts`; left empty where this torch cannot say)."""
+    """The in-place calls a recorder saw (Mutation), in order, and after each the sequence number the
+    next autograd node would take (`ends`; left empty where this torch cannot say)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.starts: list[int] = []
+        self.ends: list[int] = []
 
     def since(self, first: int) -> list[Mutation]:
-        """The calls made after the node numbered `first` (a graph whose first node that is was changed
-        by none before it: they are older than all it saved); all of them where the numbers are not known."""
-        if len(self.starts) != len(self):
+        """The calls made once the node numbered `first` was (a call that made it included; one that made
+        no node before it is older than all a graph starting there saved); all where the numbers are not known."""
+        if len(self.ends) != len(self):
             return list(self)
-        return self[bisect_right(self.starts, first):]
+        return self[bisect_right(self.ends, first):]
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 
@@ -191,9 +191,9 @@ class _Builder:
         nexts = list(map(edges.__getitem__, graph_nodes))
         del edges
         seq = list(map(SEQUENCE_NR, graph_nodes))  # each node's sequence number, read once
-        if seq and isinstance(self.mutations, Mutations):  # a capture kept over a long loop: this graph's own
-            self.mutations = self.mutations.since(seq[0])
-        owners = _owners(seq, self.sources, nexts, self.position) if self.sources is not None else None
+        owners, made_all = (None, False) if self.sources is None else _owners(seq, self.sources, nexts, self.position)
+        if made_all and isinstance(self.mutations, Mutations):  # a capture kept over a long loop: this graph's
+            self.mutations = self.mutations.since(seq[0])  # (where every node was made under it, in its order)
         modules = self.modules
         n = len(graph_nodes)
         bar = Progress(n, "tracing nodes", progress)
@@ -497,13 +497,13 @@ def _leaves_and_ops(nodes: list[Any]) -> tuple[list[Any], list[Any]]:
 
 
 def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int], ...]],
-            position: dict[Any, int]) -> list[int]:
+            position: dict[Any, int]) -> tuple[list[int], bool]:
     """The call each node belongs to (its first sequence number, -1: none seen), in forward order
-    (`seq`: the nodes' sequence numbers); it gives the node its source line, call and module. A
-    node belongs to the call whose range of numbers holds its own (the call made it); a node no call
-    made (before capture began, or where this torch cannot say which numbers a call took) to the
-    first call, in forward order, that leads to it through such nodes: consumers run later, so one
-    pass from the last node back settles them."""
+    (`seq`: the nodes' sequence numbers), and whether a recorded call made every node; it gives the
+    node its source line, call and module. A node belongs to the call whose range of numbers holds
+    its own (the call made it); a node no call made (before capture began, or where this torch cannot
+    say which numbers a call took) to the first call, in forward order, that leads to it through such
+    nodes: consumers run later, so one pass from the last node back settles them."""
     made_by: dict[int, int] = {}  # sequence number -> the first number of the call that took it
     lo = min(seq) if seq else 0
     for first, (after, _, _, _) in reversed(sources.items()):  # the earliest call wins where ranges overlap
@@ -516,7 +516,7 @@ def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int],
     get = made_by.get
     owner = [get(s, -1) for s in seq]
     if -1 not in owner:
-        return owner
+        return owner, True
     made = [o >= 0 for o in owner]
     for i in range(len(seq) - 1, -1, -1):
         mine = owner[i]
@@ -526,7 +526,7 @@ def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int],
             j = position.get(child) if child is not None else None
             if j is not None and not made[j] and (owner[j] < 0 or mine < owner[j]):
                 owner[j] = mine
-    return owner
+    return owner, False
 
 
 def _source_columns(owners: list[int] | None, sources: Sources | None, n: int) -> list[Any]:

@@ -9,6 +9,7 @@ import inspect
 import sys
 import threading
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 import torch
@@ -95,7 +96,7 @@ class _Recorder(TorchFunctionMode):
             self.mutations.append(Mutation(call, where(self.modules.locate()[0]), storage_key(mutated),
                                            version(mutated)))
             if counter is not None:
-                self.mutations.starts.append(start)
+                self.mutations.ends.append(end)
         return result
 
 
@@ -129,7 +130,8 @@ class _ModulePath:
         self.top: Any = None  # the frame recording started in: module calls lie below it
         self.outer: Any = None  # the outermost module call's frame at the last torch call (until the next)
         self.outer_k = -1  # and its module
-        self.outers: set[int] = set()  # every module found outermost so far
+        self.outers: set[int] = set()  # the outermost modules of the calls in `of` read so far
+        self.outers_read = 0  # (how many of `of` those are)
         self.caller: Any = None  # the frame that made the last torch call (until the next) and what
         self.found: tuple[Any, tuple[int, int] | None] = (None, None)  # locate() found above it
 
@@ -183,7 +185,6 @@ class _ModulePath:
             return user, None
         if outer is not self.outer:  # a model's frame stays for all its calls: its module is read once
             self.outer, self.outer_k = outer, self._number(_self_of(outer))
-            self.outers.add(self.outer_k)
         return user, (self.outer_k if inner is outer else self._number(_self_of(inner)), self.outer_k)
 
     def _number(self, module: Any) -> int:
@@ -201,6 +202,8 @@ class _ModulePath:
         """`names` with the parameters and buffers of the outermost modules called that the
         caller's code does not name, under the module's class (`ResNet.bn1.running_mean`);
         `named`: the modules whose trees `names` has already, with their trees (nothing of theirs to add)."""
+        self.outers.update(outer for _, outer in islice(self.of.values(), self.outers_read, None))
+        self.outers_read = len(self.of)  # (a capture over a long loop: only the calls since the last trace)
         for k in sorted(self.outers):
             root = self.modules[k]
             tree = next((t for m, t in named if m is root), None)
@@ -335,9 +338,10 @@ def _trace_recorded(outputs: tuple[torch.Tensor, ...], sources: Sources, mutatio
     with gc_paused():  # names, labels and the record: many small objects, one collection after
         named: list[tuple[torch.nn.Module, list[tuple[str, Any, Any, Any]]]] = []
         names = modules.names(caller_names(named), named)
-        labels = modules.labels()
-        modules.trees.clear()  # read again by the next trace (a model may change between)
-        return build_trace(outputs, sources, names, mutations, progress, labels, _temporaries(outputs))
+        try:
+            return build_trace(outputs, sources, names, mutations, progress, modules.labels(), _temporaries(outputs))
+        finally:
+            modules.trees.clear()  # read again by the next trace (a model may change between)
 
 
 def trace(*outputs: torch.Tensor, progress: bool | None = None) -> Trace:

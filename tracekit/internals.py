@@ -283,17 +283,27 @@ def _forget(ref: weakref.ref) -> None:
 
 def _registered_on(graph_nodes: list[Any], seq: list[int], lo: int, hi: int) -> tuple[dict[int, HookDict], set[int]]:
     """The live hook dicts earlier traces registered on some of these nodes (by id), and those nodes'
-    positions: only the dicts whose numbers overlap these (`lo` to `hi`) are read, node by node."""
-    overlapping = [entry for entry in _REGISTERED.values() if entry[3] <= hi and entry[4] >= lo]
+    positions: only the dicts whose numbers overlap these (`lo` to `hi`) are read, node by node, and
+    only while every node a dict was registered on lives (each holds one reference to it): a node's
+    id is then its own (a freed node's id may be another's, with the same number on another thread).
+    A dict one of whose nodes went is forgotten (its other nodes may get a second one)."""
     found: dict[int, HookDict] = {}
     covered: set[int] = set()
-    if not overlapping:
-        return found, covered
-    at = dict(zip(seq, range(len(seq))))
-    for ref, numbers, ids, _, _ in overlapping:
+    at: dict[int, int] | None = None
+    for key, (ref, numbers, ids, first, last) in _REGISTERED.copy().items():  # (a copy: other threads add)
+        if first > hi or last < lo:
+            continue
         hooks = ref()
         if hooks is None:
             continue
+        held = sys.getrefcount(hooks) - 2  # (this name and the call's argument)
+        if held < len(ids):  # a node it hooked went
+            _REGISTERED.pop(key, None)
+            continue
+        if held > len(ids):  # held for a backward under way: not now
+            continue
+        if at is None:
+            at = dict(zip(seq, range(len(seq))))
         for s, node_id in zip(numbers, ids):
             i = at.get(s)
             if i is not None and id(graph_nodes[i]) == node_id:
@@ -314,25 +324,32 @@ def shared_hook_dict(graph_nodes: list[Any], seq: list[int] | None = None) -> Ho
         return None
     if seq is None:
         seq = list(map(SEQUENCE_NR, graph_nodes))
-    lo, hi = min(seq), max(seq)
-    found, covered = _registered_on(graph_nodes, seq, lo, hi) if _REGISTERED else ({}, set())
+    found, covered = _registered_on(graph_nodes, seq, min(seq), max(seq)) if _REGISTERED else ({}, set())
     fresh = graph_nodes
     if covered:
         fresh = [g for i, g in enumerate(graph_nodes) if i not in covered]
         seq = [s for i, s in enumerate(seq) if i not in covered]
     out = tuple(found.values())
-    if fresh:
-        hooks = HookDict()
-        carrier = torch.empty(0)
-        carrier._backward_hooks = hooks  # the dict every node's tensor pre-hook reads
-        for g in fresh:
-            g._register_hook_dict(carrier)
-        ref = weakref.ref(hooks, _forget)
-        if covered:
-            lo, hi = min(seq), max(seq)
-        _REGISTERED[id(ref)] = (ref, seq, list(map(id, fresh)), lo, hi)
-        out += (hooks,)
+    # in runs of 1, 2, 4, ... nodes from the last (the newest, in forward order): what goes first (a loss
+    # rebound in a re-run cell, over an encoder that stays) leaves the dicts of the older runs whole
+    end, size = len(fresh), 1
+    while end > 0:
+        start = max(0, end - size)
+        out += (_register(fresh[start:end], seq[start:end]),)
+        end, size = start, size * 2
     return out
+
+
+def _register(nodes: list[Any], numbers: list[int]) -> HookDict:
+    """A new hook dict registered on `nodes` (their sequence numbers: `numbers`), and noted."""
+    hooks = HookDict()
+    carrier = torch.empty(0)
+    carrier._backward_hooks = hooks  # the dict every node's tensor pre-hook reads
+    for g in nodes:
+        g._register_hook_dict(carrier)
+    ref = weakref.ref(hooks, _forget)
+    _REGISTERED[id(ref)] = (ref, numbers, list(map(id, nodes)), min(numbers), max(numbers))
+    return hooks
 
 
 class PreHook:

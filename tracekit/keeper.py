@@ -20,6 +20,7 @@ import atexit
 import contextlib
 import ctypes
 import gc
+import os
 import sys
 import threading
 import weakref
@@ -132,5 +133,13 @@ def _at_exit() -> None:
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(node))
 
 
+def _after_fork() -> None:
+    """A forked child has only the forking thread: a lock another thread held (a timer's sweep) would
+    stay held there for ever."""
+    global _lock, _busy
+    _lock, _busy = threading.RLock(), False
+
+
 gc.callbacks.append(_on_gc)
 atexit.register(_at_exit)
+os.register_at_fork(after_in_child=_after_fork)

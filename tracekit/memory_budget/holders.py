@@ -101,17 +101,23 @@ class Holders:
             merged.update(group)
         return merged
 
-    def after_rule(self, params: list[torch.Tensor], ran: list[SavedValue], retain: bool,
-                   retained: dict[int, tuple[StorageRef, int]],
+    def after_rule(self, params: list[torch.Tensor], application: Iterable[torch.Tensor], ran: list[SavedValue],
+                   retain: bool, retained: dict[int, tuple[StorageRef, int]],
                    saved: dict[int, SavedValue]) -> tuple[dict[int, Holder | None], list[SavedValue]]:
         """What changed since the last mark, while backward runs: the parameters' gradients (a new
-        .grad), and the saved values of the rules that ran (`ran`), those autograd released now
+        .grad), what the caller's code holds (`application`: a hook may keep a gradient), and the
+        saved values of the rules that ran (`ran`), those autograd released now
         (taken out of `saved`; of a graph kept by retain_graph, `retained`: when their storage is
         gone). Returns the holders of the storages that changed (None: held by none now) and the
         values of `ran` to look at again (autograd releases a rule's values as it finishes, unless
         the backward keeps its graph: `retain`)."""
         changed: set[int] = set()
         self._regrad(params, changed)
+        before = self.groups[APPLICATION]
+        self._fill(APPLICATION, application, False)
+        after = self.groups[APPLICATION]
+        if after != before:
+            changed.update(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
         still: list[SavedValue] = []
         counts, group = self.counts[SAVED], self.groups[SAVED]
         for v in ran:
@@ -136,7 +142,7 @@ class Holders:
         counts, group, grads = self.counts[GRADIENTS], self.groups[GRADIENTS], self.grads
         for i, p in enumerate(params):
             g, old = p.grad, grads[i]
-            if (g is None and old is None) or (old is not None and old[0]() is g):
+            if g is None if old is None else (g is not None and old[0]() is g):  # (a gradient gone: None is not it)
                 continue
             grads[i] = new = self._grad(g)
             if old is not None:

@@ -162,7 +162,9 @@ class _StepRecorder(TorchFunctionMode):
         self.labels.append((label, backward_pass))
         if rule is not None:
             ran = [v for v in self.ran if id(v) in self.saved]  # (a phase mark since may have seen them go)
-            changes, self.ran = self.holders.after_rule(self.params, ran, self.retain, self.retained, self.saved)
+            application = _tensors_in([self.held, self._static_refs(), self.frame_held])
+            changes, self.ran = self.holders.after_rule(self.params, application, ran, self.retain, self.retained,
+                                                        self.saved)
             self.gone.append(self.holders.gone(changes))
             self.observations.change(changes)
             self.ran += self.saved_by_node.get(rule, [])
