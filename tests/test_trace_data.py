@@ -370,3 +370,30 @@ def test_a_trace_file_goes_where_it_is_asked_and_says_clearly_where_it_cannot(tm
     with pytest.raises(tk.TraceFormatError, match="damaged or incomplete"):
         tk.load_trace(json.dumps(damaged))
     assert tk.load_trace(text.encode()).record == tr.record  # the JSON as bytes, as read from a file
+
+
+def test_a_trace_with_symbolic_sizes_says_why_it_cannot_be_saved():
+    """Fake tensors with a ShapeEnv give symbolic sizes (s0): the trace reads them (`44*s0 B`), but a
+    saved trace holds numbers, so to_json and pickle say so by name instead of failing in json or
+    pybind11; a fake trace with concrete shapes saves and reads back as before."""
+    import pickle
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC])
+    x = mode.from_tensor(torch.randn(4, 8), symbolic_context=dynamic)
+    with mode:
+        w = torch.randn(8, 3, requires_grad=True)
+        tr = tk.trace((x @ w).tanh().sum())
+    symbol = str(x.shape[0])
+    assert f"44*{symbol} B" in tr.text()
+    for save in (tr.to_json, lambda: pickle.dumps(tr)):
+        with pytest.raises(tk.TraceFormatError, match=f"symbolic sizes \\(e.g. {symbol}\\)"):
+            save()
+    with FakeTensorMode():
+        a = torch.randn(4, 8, requires_grad=True)
+        concrete = tk.trace((a @ torch.randn(8, 3)).tanh().sum())
+    assert tk.load_trace(concrete.to_json()).text() == concrete.text()
+    assert pickle.loads(pickle.dumps(concrete)).text() == concrete.text()

@@ -43,6 +43,7 @@ class Trace(TraceData):
         return cls(record, None, observed)
 
     def __reduce__(self) -> tuple[Any, ...]:
+        trace_format.check_savable(self.record)
         return (Trace._restore, (self.record, self._data.observed))
 
     @property

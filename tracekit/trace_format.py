@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .errors import TraceFileError, TraceFormatError
 from .lifetimes import OBSERVED, Lifetime, Lifetimes
 from .rows import (
@@ -69,10 +71,36 @@ def to_dict(rec: Record, lt: Lifetimes | None = None) -> dict[str, Any]:
 
 def dump(record: Record, observed: Lifetimes | None = None, path: str | Path | None = None) -> str:
     """The record and the observed lifetimes as JSON text (written to `path` when given)."""
-    text = json.dumps(to_dict(record, observed), separators=(",", ":"))
+    text = json.dumps(to_dict(record, observed), separators=(",", ":"), default=_not_json)
     if path is not None:
         _write(Path(path).expanduser(), text)
     return text
+
+
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _symbolic(value: Any) -> TraceFormatError:
+    return TraceFormatError(
+        f"this trace has symbolic sizes (e.g. {value}): a saved trace holds numbers only. Trace it with "
+        "concrete shapes (a FakeTensorMode without a ShapeEnv, or the meta device) to save it.")
+
+
+def _not_json(value: Any) -> Any:
+    """json.dumps's fallback: a symbolic size (a trace under FakeTensorMode with a ShapeEnv) is named."""
+    if isinstance(value, _SYMBOLIC):
+        raise _symbolic(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def check_savable(rec: Record) -> None:
+    """TraceFormatError where a trace of fake tensors holds a symbolic size (pickle cannot keep one)."""
+    if rec.without_data != "fake":
+        return
+    for r in rec.residuals:
+        for value in (*(r.shape or ()), r.nbytes):
+            if isinstance(value, _SYMBOLIC):
+                raise _symbolic(value)
 
 
 def _write(path: Path, text: str) -> None:

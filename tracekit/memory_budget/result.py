@@ -34,7 +34,6 @@ DEFINITIONS = {
     "allocator reserve": "CUDA: reserved − allocated, cached by the allocator (0 on CPU); not in the "
                          "allocated total",
 }
-_HOLDERS = ALLOCATED[:5]  # who can hold a storage at a mark, first match wins
 
 
 @dataclass
