@@ -34,6 +34,7 @@ _chains: list[list[Any]] = []
 _holders: dict[int, int] = {}  # a kept node (by id: it is alive while kept) -> how many chains hold it
 _lock = threading.RLock()
 _busy = False  # a sweep or keep under way on the thread that holds _lock
+_timer: threading.Timer | None = None  # the sweep a traced output's end started, while it waits or runs
 
 
 def keep(graph_nodes: list[Any], outputs: tuple[Any, ...] = ()) -> None:
@@ -63,10 +64,14 @@ def keep(graph_nodes: list[Any], outputs: tuple[Any, ...] = ()) -> None:
 def _sweep_soon() -> None:
     """An output of a kept graph is going: sweep once it is gone (called as its Python object dies,
     before it lets go of its node: a sweep now would find the top still held), from a short-lived
-    thread, after a moment (a sweep that comes too early leaves it to the collection's, as before)."""
-    timer = threading.Timer(0.01, sweep)
-    timer.daemon = True
-    timer.start()
+    thread, after a moment (a sweep that comes too early leaves it to the collection's, as before);
+    one at a time: outputs that go together (a graph traced many times) share it."""
+    global _timer
+    if _timer is not None and _timer.is_alive():
+        return
+    _timer = threading.Timer(0.01, sweep)
+    _timer.daemon = True
+    _timer.start()
 
 
 def sweep() -> None:
@@ -136,8 +141,8 @@ def _at_exit() -> None:
 def _after_fork() -> None:
     """A forked child has only the forking thread: a lock another thread held (a timer's sweep) would
     stay held there for ever."""
-    global _lock, _busy
-    _lock, _busy = threading.RLock(), False
+    global _lock, _busy, _timer
+    _lock, _busy, _timer = threading.RLock(), False, None
 
 
 gc.callbacks.append(_on_gc)
