@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -120,37 +121,63 @@ def scalar_program(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, steps: int
 
 
 def bench_capture(quick: bool) -> None:
+    """The capture rows, each round timing the plain program, two floors and tracekit back to back: the
+    floors' ratios come from the same rounds as tracekit's, so a floor above a target is shown round by round."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     repeat = 3 if quick else 7
     try:
-        for width, target in ((64, 1.5), (128, 1.35)):
-            net, x = mlp(width), torch.randn(32, width)
-
-            def plain(net: torch.nn.Module = net, x: torch.Tensor = x) -> None:
-                net(x).pow(2).mean().backward()
-
-            def captured(net: torch.nn.Module = net, x: torch.Tensor = x) -> None:
-                with tk.capture() as cap:
-                    loss = net(x).pow(2).mean()
-                quiet_trace(cap, loss).backward()
-
-            _capture_row(f"capture+trace+observed bwd / plain, MLP width {width}, batch 32",
-                         lambda net=net, x=x: tk.trace(net(x).pow(2).mean()), plain, captured, target, repeat)
+        setups: list[tuple[str, Any, float]] = [
+            (f"capture+trace+observed bwd / plain, MLP width {width}, batch 32",
+             (lambda net, x: lambda: net(x).pow(2).mean())(mlp(width), torch.randn(32, width)), target)
+            for width, target in ((64, 1.5), (128, 1.35))]
         x, w, b = (torch.tensor(v, requires_grad=True) for v in (0.5, 0.9, 0.1))
-
-        def plain_scalar() -> None:
-            scalar_program(x, w, b).backward()
-
-        def captured_scalar() -> None:
-            with tk.capture() as cap:
-                y = scalar_program(x, w, b)
-            quiet_trace(cap, y).backward()
-
-        _capture_row("the same with scalar tensors (tanh recurrence)", lambda: tk.trace(scalar_program(x, w, b)),
-                     plain_scalar, captured_scalar, 2.6, repeat)
+        setups.append(("the same with scalar tensors (tanh recurrence)", lambda: scalar_program(x, w, b), 2.6))
+        for label, forward, target in setups:
+            _capture_row(label, forward, target, repeat)
     finally:
         torch.set_num_threads(threads)
+
+
+def _floors(forward: Any) -> dict[str, Any]:
+    """The two floors under a capture row, as programs: the reads a trace needs with no record under an
+    empty mode and one shared pre-hook (bare_reads), and every read of a captured, observed trace kept
+    as rows with nothing derived (skeleton.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from skeleton import CallMode, skeleton_backward, skeleton_trace  # this tracekit's internals: imported here
+
+    def reads() -> None:
+        with _EmptyMode():
+            loss = forward()
+        _bare_observed_backward(loss, bare_reads([loss])[1])
+
+    def every_read() -> None:
+        mode = CallMode()
+        with mode:
+            loss = forward()
+        skeleton_backward(loss, skeleton_trace([loss], mode.calls))
+
+    return {"bare_reads": reads, "skeleton": every_read}
+
+
+def paired(base: Any, others: dict[str, Any], repeat: int) -> dict[str, dict[str, Any]]:
+    """Per program in `others`: its CPU-time and wall ratios to `base`, each round timing `base` and then
+    every program back to back (medians, and the CPU ratios round by round)."""
+    cpu: dict[str, list[float]] = {k: [] for k in others}
+    wall: dict[str, list[float]] = {k: [] for k in others}
+    secs: dict[str, list[float]] = {k: [] for k in ("base", *others)}
+    for _ in range(repeat):
+        bw, bc = timed(base)
+        secs["base"].append(bw)
+        for name, fn in others.items():
+            w, c = timed(fn)
+            cpu[name].append(c / bc)
+            wall[name].append(w / bw)
+            secs[name].append(w)
+    return {name: {"cpu": statistics.median(cpu[name]), "wall": statistics.median(wall[name]),
+                   "cpu_ratios": [round(r, 3) for r in cpu[name]], "wall_ratios": [round(r, 3) for r in wall[name]],
+                   "base_s": statistics.median(secs["base"]), "ours_s": statistics.median(secs[name])}
+            for name in others}
 
 
 class _EmptyMode(TorchFunctionMode):
@@ -230,9 +257,6 @@ def bench_floor(quick: bool) -> None:
     bookkeeping (an empty TorchFunctionMode; + the walk and one shared pre-hook per node; + the reads
     after the forward), then the skeleton: every read a captured, observed trace makes (per torch call,
     per saved tensor, per backward step), kept as one tuple per row with nothing derived."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from skeleton import CallMode, skeleton_backward, skeleton_trace  # this tracekit's internals: imported here
-
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     repeat = 5 if quick else 11
@@ -255,21 +279,12 @@ def bench_floor(quick: bool) -> None:
                     loss = forward()
                 _bare_observed_backward(loss)
 
-            def reads(forward=forward) -> None:
-                with _EmptyMode():
-                    loss = forward()
-                _bare_observed_backward(loss, bare_reads([loss])[1])
-
-            def every_read(forward=forward) -> None:
-                mode = CallMode()
-                with mode:
-                    loss = forward()
-                skeleton_backward(loss, skeleton_trace([loss], mode.calls))
+            floors = _floors(forward)
 
             for name, ours in (("an empty TorchFunctionMode alone", mode_only),
                                ("+ graph walk + one shared pre-hook per node", mechanisms),
-                               ("+ the reads a trace needs, no record (bare_reads)", reads),
-                               ("every read of a captured, observed trace, as rows (skeleton.py)", every_read)):
+                               ("+ the reads a trace needs, no record (bare_reads)", floors["bare_reads"]),
+                               ("every read of a captured, observed trace, as rows (skeleton.py)", floors["skeleton"])):
                 ours()
                 r = interleaved(plain, ours, repeat)
                 record(f"floor, {label}: {name} / plain", r["cpu"], "-", None, "×",
@@ -327,15 +342,37 @@ def quiet_trace(cap: object, y: torch.Tensor) -> tk.Trace:
         return cap.trace(y)
 
 
-def _capture_row(label: str, make_trace, plain, captured, target: float, repeat: int) -> None:
-    nodes = len(make_trace().nodes)
-    plain()
-    captured()
-    r = interleaved(plain, captured, repeat)
-    record(f"{label} ({nodes} nodes)", r["wall"], f"≤ {target}×", r["wall"] <= target, "×",
-           note=f"CPU-time ratio {r['cpu']:.2f}×; plain {r['base_s'] * 1e3:.0f} ms",
-           cpu_ratio=round(r["cpu"], 4), plain_s=r["base_s"], captured_s=r["ours_s"], nodes=nodes,
-           wall_ratios=r["wall_ratios"], fixed_cost_us_per_node=(r["ours_s"] - r["base_s"]) / nodes * 1e6)
+def _capture_row(label: str, forward: Any, target: float, repeat: int) -> None:
+    """One capture row: capture + trace + observed backward of `forward` against plain, with its floors
+    from the same rounds (and how many rounds had each floor above the target by itself)."""
+    def plain() -> None:
+        forward().backward()
+
+    def captured() -> None:
+        with tk.capture() as cap:
+            loss = forward()
+        quiet_trace(cap, loss).backward()
+
+    nodes = len(tk.trace(forward()).nodes)
+    programs = {**_floors(forward), "tracekit": captured}
+    for fn in (plain, *programs.values()):
+        fn()
+    r = paired(plain, programs, repeat)
+    ours, floor, skeleton = r["tracekit"], r["bare_reads"], r["skeleton"]
+    above = {k: sum(x > target for x in r[k]["cpu_ratios"]) for k in ("bare_reads", "skeleton")}
+    over_skeleton = statistics.median(t / s for t, s in zip(ours["cpu_ratios"], skeleton["cpu_ratios"]))
+    record(f"{label} ({nodes} nodes)", ours["wall"], f"≤ {target}×", ours["wall"] <= target, "×",
+           note=f"CPU-time ratio {ours['cpu']:.2f}×; plain {ours['base_s'] * 1e3:.0f} ms; same rounds: "
+                f"bare_reads {floor['cpu']:.2f}× (over the target in {above['bare_reads']}/{repeat}), "
+                f"skeleton {skeleton['cpu']:.2f}× ({above['skeleton']}/{repeat}); tracekit / skeleton "
+                f"{over_skeleton:.2f}×",
+           cpu_ratio=round(ours["cpu"], 4), plain_s=ours["base_s"], captured_s=ours["ours_s"], nodes=nodes,
+           wall_ratios=ours["wall_ratios"], cpu_ratios=ours["cpu_ratios"],
+           fixed_cost_us_per_node=(ours["ours_s"] - ours["base_s"]) / nodes * 1e6,
+           bare_reads_cpu_ratio=round(floor["cpu"], 4), bare_reads_cpu_ratios=floor["cpu_ratios"],
+           skeleton_cpu_ratio=round(skeleton["cpu"], 4), skeleton_cpu_ratios=skeleton["cpu_ratios"],
+           rounds_bare_reads_over_target=above["bare_reads"], rounds_skeleton_over_target=above["skeleton"],
+           tracekit_over_skeleton=round(over_skeleton, 4))
 
 
 # 2. trace build + DOT vs torchviz ---------------------------------------------------------------

@@ -282,15 +282,16 @@ class _Builder:
             if info[1] is None:  # a custom Function
                 self.node(rows, gnode, i, nx)
                 continue
-            name, op, by_slot, rule_of, tensor_slots, read_attributes = info
+            name, op, by_slot, rule_of, _, read_attributes, fill_slots = info
             inputs = tuple(map(lookup.__getitem__, map(_FIRST, nx)))
             if None in inputs:  # an input that gets no gradient: not an input, and `needs` says so
                 needs = tuple([n is not None for n in inputs])
+                needs = _NEEDS.setdefault(needs, needs)  # one tuple per pattern (a chain of x * c: 100k nodes)
                 inputs = tuple([n for n in inputs if n is not None])
             else:
                 needs = _ALL_NEEDED[len(nx)] if len(nx) < len(_ALL_NEEDED) else (True,) * len(nx)
             first = len(res)
-            for slot, raw_attr, value_attr in tensor_slots:
+            for slot, raw_attr, value_attr, result in fill_slots:
                 raw = getattr(gnode, raw_attr)
                 if raw is None:
                     continue
@@ -303,18 +304,18 @@ class _Builder:
                 if t is None:
                     continue
                 kind = type(t)
-                if not ((kind is _TENSOR or kind is _PARAMETER_TYPE) and t.layout == _STRIDED and not t.is_meta):
+                if not ((kind is _TENSOR or kind is _PARAMETER_TYPE) and t.layout is _STRIDED and not t.is_meta):
                     self.residual(i, gnode, (slot, _LIVE, t, _GRAPH, None, None), None, {slot: rule_of[slot]}, name)
                     continue
                 device = "cpu" if t.is_cpu else device_text(t.device)
                 storage_object = t.untyped_storage()
                 key = (device, storage_object.data_ptr())
                 producer = t.grad_fn
-                if producer is gnode or (producer is None and slot[:6] == "result"):  # role(), inline: its output
+                if producer is gnode or (producer is None and result):  # role(), inline: its output
                     role, from_node, from_name, made = _OUTPUT_OF_THIS, i, None, _MADE[key in okeys]
-                elif producer is not None and (at := position.get(producer)) is not None and slot[:6] != "result":
+                elif producer is not None and (at := position.get(producer)) is not None and not result:
                     role, from_node, from_name, made = _OUTPUT_OF, at, None, _MADE[key in okeys]
-                elif producer is None and slot[:6] != "result":  # a leaf's value, or a constant
+                elif producer is None:  # a leaf's value, or a constant (not a result: above)
                     if not t.requires_grad and kind is _TENSOR and key not in names:  # role(), inline for a constant
                         role, from_node, from_name, made = _NO_GRAD_CONSTANT
                     else:  # role() once per storage and kind of value (a parameter is saved by node after node)
@@ -359,11 +360,12 @@ class _Builder:
             needs = _ALL_NEEDED[len(nexts)] if len(nexts) < len(_ALL_NEEDED) else (True,) * len(nexts)
         else:  # an input that gets no gradient (None): not an input, and `needs` says so
             needs = tuple([n is not None for n, _ in nexts])
+            needs = _NEEDS.setdefault(needs, needs)
         kind = type(gnode)
         info = _TYPES.get((kind, len(nexts)))
         if info is None:
             info = _TYPES[(kind, len(nexts))] = _type_info(gnode, len(nexts))
-        name, op, by_slot, rule_of, tensor_slots, read_attributes = info
+        name, op, by_slot, rule_of, tensor_slots, read_attributes, _ = info
         if op is None:  # a custom Function: its name is its class's
             op = op_name(gnode)
             attrs = _plain_attributes(attributes(gnode))
@@ -632,6 +634,7 @@ _OUTPUT, _INTERMEDIATE, _CONSTANT, _PARAMETER, _INPUT = (Role.OUTPUT, Role.INTER
 _MODIFIED, _RECOMPUTED, _LIVE, _GRAPH = Status.MODIFIED, HeldIn.RECOMPUTED, Status.LIVE, HeldIn.GRAPH
 _STRIDED, _TENSOR, _PARAMETER_TYPE = torch.strided, torch.Tensor, torch.nn.Parameter
 _ALL_NEEDED = tuple((True,) * n for n in range(8))  # `needs` of a node whose every input gets a gradient
+_NEEDS: dict[tuple[bool, ...], tuple[bool, ...]] = {}  # every other `needs` seen, kept once
 _FIRST, _CODE = itemgetter(0), itemgetter(1)  # a next_functions pair's node, a source's code
 _MADE = (_INTERMEDIATE, _OUTPUT)  # an op's output's Role, by whether it is a traced output's storage
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
@@ -642,18 +645,21 @@ _OUTPUT_OF_THIS, _OUTPUT_OF = 1, 2  # role codes: `output of #3 MulBackward0 (th
 
 def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
     """What does not change per node type (and number of inputs): its name, its op (None for a custom
-    Function, named by its class), the formulas by slot, each tensor slot's rule text, its attribute
-    its tensor slots and (its attribute slots' names, one getter of their values, whether there is
-    one) or None for no attributes (both None for a custom Function)."""
+    Function, named by its class), the formulas by slot, each tensor slot's rule text, its tensor slots,
+    (its attribute slots' names, one getter of their values, whether there is one) or None for no
+    attributes, and its tensor slots again with whether each is a result (fill's loop); the last
+    three None for a custom Function."""
     name = gnode.name()
     by_slot = _rules_of(type(gnode), name, n_inputs)
     if is_custom_function(gnode):
-        return name, None, by_slot, {}, None, None
+        return name, None, by_slot, {}, None, None, None
     rule_of = {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
     slots = attribute_slots(type(gnode))
     read = (tuple(slot for slot, _ in slots), attrgetter(*(attr for _, attr in slots)), len(slots) == 1) \
         if slots else None
-    return name, op_name(gnode), by_slot, rule_of, tensor_attributes(type(gnode)), read
+    tensor_slots = tensor_attributes(type(gnode))
+    fill_slots = tuple((*slot, slot[0].startswith("result")) for slot in tensor_slots)  # and whether it is a result
+    return name, op_name(gnode), by_slot, rule_of, tensor_slots, read, fill_slots
 
 
 def _attribute_values(gnode: Any, read: tuple[tuple[str, ...], Any, bool]) -> tuple[tuple[str, Any], ...]:
