@@ -140,10 +140,12 @@ def bench_capture(quick: bool) -> None:
 
 
 def _floors(forward: Any) -> dict[str, Any]:
-    """The two floors under a capture row, as programs: the reads a trace needs with no record under an
-    empty mode and one shared pre-hook (bare_reads), and every read of a captured, observed trace kept
-    as rows with nothing derived (skeleton.py)."""
+    """The floors under a capture row, as programs: the reads a trace needs with no record under an
+    empty mode and one shared pre-hook (bare_reads); every read of a captured, observed trace kept as
+    rows with nothing derived (skeleton.py); and, where a C++ compiler is found, bare_reads with its
+    reads made in one C++ call per graph (cpp_reads.py)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from cpp_reads import cpp_reads, reader
     from skeleton import CallMode, skeleton_backward, skeleton_trace  # this tracekit's internals: imported here
 
     def reads() -> None:
@@ -157,7 +159,15 @@ def _floors(forward: Any) -> dict[str, Any]:
             loss = forward()
         skeleton_backward(loss, skeleton_trace([loss], mode.calls))
 
-    return {"bare_reads": reads, "skeleton": every_read}
+    floors = {"bare_reads": reads, "skeleton": every_read}
+    if not isinstance(reader(), str):  # the same reads in C++ (cpp_reads.cpp), where it compiles
+        def reads_in_cpp() -> None:
+            with _EmptyMode():
+                loss = forward()
+            _bare_observed_backward(loss, cpp_reads([loss])[1])
+
+        floors["cpp_reads"] = reads_in_cpp
+    return floors
 
 
 def paired(base: Any, others: dict[str, Any], repeat: int) -> dict[str, dict[str, Any]]:
@@ -284,7 +294,9 @@ def bench_floor(quick: bool) -> None:
             for name, ours in (("an empty TorchFunctionMode alone", mode_only),
                                ("+ graph walk + one shared pre-hook per node", mechanisms),
                                ("+ the reads a trace needs, no record (bare_reads)", floors["bare_reads"]),
-                               ("every read of a captured, observed trace, as rows (skeleton.py)", floors["skeleton"])):
+                               ("every read of a captured, observed trace, as rows (skeleton.py)", floors["skeleton"]),
+                               *((("bare_reads with its reads in C++ (cpp_reads.py)", floors["cpp_reads"]),)
+                                 if "cpp_reads" in floors else ())):
                 ours()
                 r = interleaved(plain, ours, repeat)
                 record(f"floor, {label}: {name} / plain", r["cpu"], "-", None, "×",
@@ -359,12 +371,18 @@ def _capture_row(label: str, forward: Any, target: float, repeat: int) -> None:
         fn()
     r = paired(plain, programs, repeat)
     ours, floor, skeleton = r["tracekit"], r["bare_reads"], r["skeleton"]
-    above = {k: sum(x > target for x in r[k]["cpu_ratios"]) for k in ("bare_reads", "skeleton")}
+    above = {k: sum(x > target for x in r[k]["cpu_ratios"]) for k in r if k != "tracekit"}
     over_skeleton = statistics.median(t / s for t, s in zip(ours["cpu_ratios"], skeleton["cpu_ratios"]))
+    cpp = r.get("cpp_reads")
+    if cpp is not None:
+        in_cpp = f"; bare_reads in C++ {cpp['cpu']:.2f}× ({above['cpp_reads']}/{repeat})"
+    else:
+        from cpp_reads import reader  # (on the path: _floors put it there)
+        in_cpp = f"; no C++ floor ({reader()})"
     record(f"{label} ({nodes} nodes)", ours["wall"], f"≤ {target}×", ours["wall"] <= target, "×",
            note=f"CPU-time ratio {ours['cpu']:.2f}×; plain {ours['base_s'] * 1e3:.0f} ms; same rounds: "
                 f"bare_reads {floor['cpu']:.2f}× (over the target in {above['bare_reads']}/{repeat}), "
-                f"skeleton {skeleton['cpu']:.2f}× ({above['skeleton']}/{repeat}); tracekit / skeleton "
+                f"skeleton {skeleton['cpu']:.2f}× ({above['skeleton']}/{repeat}){in_cpp}; tracekit / skeleton "
                 f"{over_skeleton:.2f}×",
            cpu_ratio=round(ours["cpu"], 4), plain_s=ours["base_s"], captured_s=ours["ours_s"], nodes=nodes,
            wall_ratios=ours["wall_ratios"], cpu_ratios=ours["cpu_ratios"],
@@ -372,7 +390,9 @@ def _capture_row(label: str, forward: Any, target: float, repeat: int) -> None:
            bare_reads_cpu_ratio=round(floor["cpu"], 4), bare_reads_cpu_ratios=floor["cpu_ratios"],
            skeleton_cpu_ratio=round(skeleton["cpu"], 4), skeleton_cpu_ratios=skeleton["cpu_ratios"],
            rounds_bare_reads_over_target=above["bare_reads"], rounds_skeleton_over_target=above["skeleton"],
-           tracekit_over_skeleton=round(over_skeleton, 4))
+           tracekit_over_skeleton=round(over_skeleton, 4),
+           cpp_reads_cpu_ratio=round(cpp["cpu"], 4) if cpp else None, cpp_reads_cpu_ratios=cpp and cpp["cpu_ratios"],
+           rounds_cpp_reads_over_target=above.get("cpp_reads"))
 
 
 # 2. trace build + DOT vs torchviz ---------------------------------------------------------------

@@ -1,0 +1,112 @@
+"""The benchmarks' C++ floor row (benchmarks/cpp_reads.cpp) claims to make bare_reads' reads in one C++
+call: on the programs it is timed on, and on others, it must read the same saved tensors with the same
+facts (or the floor it shows is not a floor of the same work). It compiles with torch's
+cpp_extension (~20 s once), so it is a slow test; it skips where no compiler or ninja is found."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import tracekit as tk
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import cpp_reads  # noqa: E402
+import run  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def module():
+    if shutil.which("c++") is None or shutil.which("ninja") is None and not _pip_ninja():
+        pytest.skip("no C++ compiler or ninja: the C++ floor row is left out, as run.py leaves it")
+    built = cpp_reads.reader()
+    assert not isinstance(built, str), built  # a compiler is here: it must build
+    return built
+
+
+def _pip_ninja() -> bool:
+    try:
+        import ninja  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _scalars() -> torch.Tensor:
+    x, w, b = (torch.tensor(v, requires_grad=True) for v in (0.5, 0.9, 0.1))
+    h = x
+    for _ in range(30):
+        h = torch.tanh(w * h + b) + 0.1 * h
+    return h
+
+
+def _mlp() -> torch.Tensor:
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8), torch.nn.GELU(), torch.nn.Linear(8, 3))
+    return net(torch.randn(4, 8)).pow(2).mean()
+
+
+def _views_ints_and_a_square() -> torch.Tensor:
+    torch.manual_seed(1)
+    w = torch.randn(6, 6, requires_grad=True)
+    h = torch.sigmoid(torch.randn(3, 6) @ w.t())  # w.t(): a view of a leaf, saved by mm
+    parts = h[:, :3] * h[:, 3:]  # two views of one storage, both saved
+    top = parts.max(dim=1).values  # saves int64 indices
+    return (torch.exp(parts).sum() + (top * top).sum()).double()  # top * top: one tensor saved twice
+
+
+def _flat(values: object) -> object:
+    if isinstance(values, list):
+        return tuple(v for item in values for v in (_flat(item) if isinstance(item, (list, tuple)) else (item,)))
+    return values
+
+
+@pytest.mark.parametrize("program", [_scalars, _mlp, _views_ints_and_a_square])
+def test_the_cpp_floor_reads_what_bare_reads_reads(module, program) -> None:
+    y = program()
+    nodes, saved, n_storages = module.read_graph([y])
+    rows, _ = run.bare_reads([y])
+    from tracekit.live import forward_order, walk
+
+    graph = forward_order(walk([y.grad_fn]))
+    assert [name for name, _, _ in nodes] == [g.name() for g in graph]
+    assert [seq for _, seq, _ in nodes] == [g._sequence_nr() for g in graph]
+    position = {g: i for i, g in enumerate(graph)}
+    assert [tuple(None if i == -1 else i for i in inputs) for _, _, inputs in nodes] == [
+        tuple(position.get(n) for n, _ in g.next_functions) for g in graph]
+    # per node, the same saved tensors (a tensor saved twice by one node is read once in C++)
+    python = {(r[0], r[3], r[4], r[5], r[7], r[8], _flat(r[9])) for r in rows}
+    cpp = {(r[0], r[3], r[4], r[5], None if r[7] == -1 else r[7], r[6], _flat(r[8])) for r in saved}
+    assert cpp == python
+    assert len(saved) >= len(python) and len(saved) <= len(rows)
+    # the same storages: each C++ row's address is the storage tracekit's own record gives that residual
+    record = tk.trace(y, progress=False).record
+    rc, keys = record.residual_columns, record.storage_columns.key
+    traced = {(node, keys[s][1]) for node, s in zip(rc.node, rc.storage) if s is not None}
+    assert {(r[0], r[1]) for r in saved} == traced
+    assert n_storages == len({address for _, address in traced}) == len(set(r[6] for r in rows))
+
+
+def test_a_value_behind_a_saved_tensor_hook_is_not_unpacked(module) -> None:
+    unpacked = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def unpack(t: torch.Tensor) -> torch.Tensor:
+        unpacked.append(t)
+        return t
+
+    x = torch.randn(4, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = x.exp().sum()
+    nodes, saved, _ = module.read_graph([y])
+    assert [name for name, _, _ in nodes] == ["ExpBackward0", "SumBackward0"]
+    assert saved == [] and unpacked == []  # bare_reads skips it too (its raw slot has an unpack hook)
+    assert run.bare_reads([y])[0] == []
