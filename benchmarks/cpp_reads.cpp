@@ -13,11 +13,16 @@
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
+#include <ATen/Dispatch.h>
+
 #include <algorithm>
+#include <type_traits>
 #include <typeindex>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+
+#include <c10/util/intrusive_ptr.h>
 
 using torch::autograd::AccumulateGrad;
 using torch::autograd::Node;
@@ -25,20 +30,30 @@ namespace ca = torch::dynamo::autograd;
 
 namespace {
 
-// A small tensor's values, as tolist() gives them (a number, or a flat list of up to 4)
+// A small tensor's values, as tolist() gives them (a number, or a flat list of up to 4), read from its
+// memory as tolist reads it (no op dispatched: item() would cost a dispatch per value)
 py::object values_of(const at::Tensor& t) {
   if (t.numel() > 4 || !t.has_storage() || !t.device().is_cpu()) return py::none();
-  bool whole = at::isIntegralType(t.scalar_type(), /*includeBool=*/true);
-  if (t.dim() == 0) {
-    auto v = t.item();
-    return whole ? py::object(py::int_(v.toLong())) : py::object(py::float_(v.toDouble()));
-  }
-  auto flat = t.reshape(-1);
-  py::list out;
-  for (int64_t i = 0; i < flat.numel(); ++i) {
-    auto v = flat[i].item();
-    out.append(whole ? py::object(py::int_(v.toLong())) : py::object(py::float_(v.toDouble())));
-  }
+  py::object out = py::none();
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, t.scalar_type(), "values_of", [&] {
+    const scalar_t* data = t.const_data_ptr<scalar_t>();
+    auto value = [&](int64_t linear) {
+      int64_t offset = 0;
+      for (int64_t d = t.dim() - 1; d >= 0; --d) {
+        offset += (linear % t.size(d)) * t.stride(d);
+        linear /= t.size(d);
+      }
+      if constexpr (std::is_integral_v<scalar_t>) return py::object(py::int_(static_cast<int64_t>(data[offset])));
+      else return py::object(py::float_(static_cast<double>(data[offset])));
+    };
+    if (t.dim() == 0) {
+      out = value(0);
+    } else {
+      py::list items;
+      for (int64_t i = 0; i < t.numel(); ++i) items.append(value(i));
+      out = items;
+    }
+  });
   return out;
 }
 
@@ -49,11 +64,13 @@ py::object dtype_of(const at::Tensor& t) {
 
 }  // namespace
 
-// Every op node behind `outputs` in forward order, as (name, sequence number, inputs: positions, -1
-// for a leaf or an input without gradient, saved: one tuple per saved tensor (node position, storage
-// address, storage bytes, shape, torch.dtype, bytes, version, producer's position or -1, values of at
-// most 4 elements), and a weak reference per storage, taken and dropped as bare_reads does);
-// a node the collector cannot read (a custom Function) is read as saving nothing.
+// Every op node behind `outputs` in forward order, as (name, sequence number, inputs: positions, -1 for
+// a leaf or an input without gradient); one tuple per saved tensor, laid out as skeleton.py's rows:
+// (node position, storage address, shape, torch.dtype, bytes, storage index, producer's position or
+// -1, version, values of at most 4 elements); and one tuple per storage: (address, bytes, a bare weak
+// reference, as UntypedStorage._weak_ref gives it: the caller drops it, whether an op made the value
+// or it gets no gradient, at its first saved tensor). A node the collector cannot read (a custom
+// Function) is read as saving nothing.
 py::tuple read_graph(const std::vector<at::Tensor>& outputs) {
   std::vector<Node*> todo, order;
   std::unordered_set<Node*> seen;
@@ -72,9 +89,8 @@ py::tuple read_graph(const std::vector<at::Tensor>& outputs) {
   std::unordered_map<Node*, int> position;
   for (size_t i = 0; i < order.size(); ++i) position[order[i]] = static_cast<int>(i);
   static std::unordered_map<std::type_index, py::str> names;  // Node::name() demangles at each call
-  std::unordered_map<c10::StorageImpl*, size_t> storages;
-  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> weaks;
-  py::list nodes, saved;
+  std::unordered_map<c10::StorageImpl*, size_t> index;
+  py::list nodes, saved, storages;
   for (size_t i = 0; i < order.size(); ++i) {
     Node* n = order[i];
     py::tuple inputs(n->next_edges().size());
@@ -97,18 +113,24 @@ py::tuple read_graph(const std::vector<at::Tensor>& outputs) {
     for (const at::Tensor& t : compiler.tensor_args.inputs) {
       if (!t.defined() || !t.has_storage()) continue;
       const c10::Storage& storage = t.storage();
-      if (storages.emplace(storage.unsafeGetStorageImpl(), weaks.size()).second)
-        weaks.push_back(storage.getWeakStorageImpl());
+      c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
       Node* producer = t.grad_fn().get();
+      auto found = index.find(impl);
+      if (found == index.end()) {
+        found = index.emplace(impl, index.size()).first;
+        storages.append(py::make_tuple(reinterpret_cast<uintptr_t>(storage.data()), storage.nbytes(),
+                                       reinterpret_cast<uintptr_t>(c10::raw::intrusive_ptr::make_weak(impl)),
+                                       producer != nullptr || !t.requires_grad()));
+      }
       auto at = producer ? position.find(producer) : position.end();
       py::tuple shape(t.dim());
       for (int64_t d = 0; d < t.dim(); ++d) shape[d] = t.sizes()[d];
-      saved.append(py::make_tuple(i, reinterpret_cast<uintptr_t>(storage.data()), storage.nbytes(), shape,
-                                  dtype_of(t), t.numel() * t.element_size(), t._version(),
-                                  at == position.end() ? -1 : at->second, values_of(t)));
+      saved.append(py::make_tuple(i, reinterpret_cast<uintptr_t>(storage.data()), shape, dtype_of(t),
+                                  t.numel() * t.element_size(), found->second,
+                                  at == position.end() ? -1 : at->second, t._version(), values_of(t)));
     }
   }
-  return py::make_tuple(nodes, saved, weaks.size());
+  return py::make_tuple(nodes, saved, storages);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {

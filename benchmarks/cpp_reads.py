@@ -36,17 +36,25 @@ def reader() -> Any:
 
 def cpp_reads(outputs: list[torch.Tensor]) -> tuple[list[tuple], dict]:
     """bare_reads with the reads in C++: (the saved tensors' rows, the hook dict registered on every node
-    as the build registers it: that walk stays in Python, as tracekit's would)."""
+    as the build registers it: that walk stays in Python, as tracekit's would). Each storage's weak
+    reference is dropped here, as bare_reads drops its own."""
     from tracekit.internals import shared_hook_dict
     from tracekit.keeper import gc_paused
     from tracekit.live import forward_order, walk
+    from tracekit.storage import drop_weak_ref
 
+    with gc_paused():
+        _, saved, storages = _module().read_graph(list(outputs))
+        for _, _, ref, _ in storages:
+            drop_weak_ref(ref)
+        return saved, shared_hook_dict(forward_order(walk([t.grad_fn for t in outputs])))
+
+
+def _module() -> Any:
     module = reader()
     if isinstance(module, str):
         raise RuntimeError(f"the C++ reader could not be built: {module}")
-    with gc_paused():
-        _, saved, _ = module.read_graph(list(outputs))
-        return saved, shared_hook_dict(forward_order(walk([t.grad_fn for t in outputs])))
+    return module
 
 
 if __name__ == "__main__":
@@ -59,3 +67,7 @@ if __name__ == "__main__":
     print("nodes:", nodes)
     print("saved:", saved)
     print("storages:", storages)
+    from tracekit.storage import drop_weak_ref
+
+    for _, _, ref, _ in storages:
+        drop_weak_ref(ref)

@@ -13,6 +13,8 @@ import pytest
 import torch
 
 import tracekit as tk
+from tracekit.live import forward_order, walk
+from tracekit.storage import drop_weak_ref
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import cpp_reads  # noqa: E402
@@ -70,10 +72,10 @@ def _flat(values: object) -> object:
 @pytest.mark.parametrize("program", [_scalars, _mlp, _views_ints_and_a_square])
 def test_the_cpp_floor_reads_what_bare_reads_reads(module, program) -> None:
     y = program()
-    nodes, saved, n_storages = module.read_graph([y])
+    nodes, saved, storages = module.read_graph([y])
+    for _, _, ref, _ in storages:
+        drop_weak_ref(ref)
     rows, _ = run.bare_reads([y])
-    from tracekit.live import forward_order, walk
-
     graph = forward_order(walk([y.grad_fn]))
     assert [name for name, _, _ in nodes] == [g.name() for g in graph]
     assert [seq for _, seq, _ in nodes] == [g._sequence_nr() for g in graph]
@@ -82,15 +84,19 @@ def test_the_cpp_floor_reads_what_bare_reads_reads(module, program) -> None:
         tuple(position.get(n) for n, _ in g.next_functions) for g in graph]
     # per node, the same saved tensors (a tensor saved twice by one node is read once in C++)
     python = {(r[0], r[3], r[4], r[5], r[7], r[8], _flat(r[9])) for r in rows}
-    cpp = {(r[0], r[3], r[4], r[5], None if r[7] == -1 else r[7], r[6], _flat(r[8])) for r in saved}
+    cpp = {(r[0], r[2], r[3], r[4], None if r[6] == -1 else r[6], r[7], _flat(r[8])) for r in saved}
     assert cpp == python
-    assert len(saved) >= len(python) and len(saved) <= len(rows)
+    assert len(python) <= len(saved) <= len(rows)
     # the same storages: each C++ row's address is the storage tracekit's own record gives that residual
     record = tk.trace(y, progress=False).record
     rc, keys = record.residual_columns, record.storage_columns.key
     traced = {(node, keys[s][1]) for node, s in zip(rc.node, rc.storage) if s is not None}
     assert {(r[0], r[1]) for r in saved} == traced
-    assert n_storages == len({address for _, address in traced}) == len(set(r[6] for r in rows))
+    assert len(storages) == len({address for _, address in traced}) == len({r[6] for r in rows})
+    assert all(storages[r[5]][0] == r[1] for r in saved)  # a row's storage index is its address's
+    assert [nbytes for _, nbytes, _, _ in storages] == [
+        next(record.storage_columns.nbytes[s] for s, key in enumerate(keys) if key[1] == address)
+        for address, _, _, _ in storages]
 
 
 def test_a_value_behind_a_saved_tensor_hook_is_not_unpacked(module) -> None:
@@ -106,7 +112,8 @@ def test_a_value_behind_a_saved_tensor_hook_is_not_unpacked(module) -> None:
     x = torch.randn(4, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         y = x.exp().sum()
-    nodes, saved, _ = module.read_graph([y])
+    nodes, saved, storages = module.read_graph([y])
     assert [name for name, _, _ in nodes] == ["ExpBackward0", "SumBackward0"]
+    assert storages == []
     assert saved == [] and unpacked == []  # bare_reads skips it too (its raw slot has an unpack hook)
     assert run.bare_reads([y])[0] == []
