@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_benchmark_skeleton import _mlp, _scalars  # the programs the skeleton is checked on
 
 import tracekit as tk
 from tracekit.live import forward_order, walk
@@ -38,20 +39,6 @@ def _pip_ninja() -> bool:
     except ImportError:
         return False
     return True
-
-
-def _scalars() -> torch.Tensor:
-    x, w, b = (torch.tensor(v, requires_grad=True) for v in (0.5, 0.9, 0.1))
-    h = x
-    for _ in range(30):
-        h = torch.tanh(w * h + b) + 0.1 * h
-    return h
-
-
-def _mlp() -> torch.Tensor:
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8), torch.nn.GELU(), torch.nn.Linear(8, 3))
-    return net(torch.randn(4, 8)).pow(2).mean()
 
 
 def _views_ints_and_a_square() -> torch.Tensor:
