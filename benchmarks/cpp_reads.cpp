@@ -7,7 +7,8 @@
 // unpacks it as the engine would; a value behind a saved-tensor hook is not unpacked). That is the
 // only PyTorch facility that enumerates a node's saved variables without knowing its type, and it is
 // a C++ one, shipped in the wheel's headers, with no stability promise.
-#include <torch/extension.h>
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>

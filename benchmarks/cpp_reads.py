@@ -1,7 +1,7 @@
 """The floor with the reads in C++ (cpp_reads.cpp): run.py's bare_reads made by one C++ call per graph,
 the saved tensors read through compiled autograd's collector. Benchmarks only: tracekit stays Python.
 
-    python benchmarks/cpp_reads.py      # compile (once; ~20 s) and print what it reads of a small graph
+    python benchmarks/cpp_reads.py      # compile (once; ~15 s) and print what it reads of a small graph
 
 It needs a C++ compiler and ninja (`pip install ninja` or the system's); `reader()` says why not
 where it cannot compile, and run.py then leaves its rows out.
