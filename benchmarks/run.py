@@ -172,15 +172,17 @@ def _floors(forward: Any) -> dict[str, Any]:
 
 def paired(base: Any, others: dict[str, Any], repeat: int) -> dict[str, dict[str, Any]]:
     """Per program in `others`: its CPU-time and wall ratios to `base`, each round timing `base` and then
-    every program back to back (medians, and the CPU ratios round by round)."""
+    every program back to back, in an order turned by one each round (no program always follows the same
+    one's garbage); medians, and the CPU ratios round by round."""
     cpu: dict[str, list[float]] = {k: [] for k in others}
     wall: dict[str, list[float]] = {k: [] for k in others}
     secs: dict[str, list[float]] = {k: [] for k in ("base", *others)}
-    for _ in range(repeat):
+    names = list(others)
+    for k in range(repeat):
         bw, bc = timed(base)
         secs["base"].append(bw)
-        for name, fn in others.items():
-            w, c = timed(fn)
+        for name in names[k % len(names):] + names[:k % len(names)]:
+            w, c = timed(others[name])
             cpu[name].append(c / bc)
             wall[name].append(w / bw)
             secs[name].append(w)
