@@ -22,6 +22,7 @@ CPU time of this process (steadier when other jobs share the machine).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -172,16 +173,19 @@ def _floors(forward: Any) -> dict[str, Any]:
 
 def paired(base: Any, others: dict[str, Any], repeat: int) -> dict[str, dict[str, Any]]:
     """Per program in `others`: its CPU-time and wall ratios to `base`, each round timing `base` and then
-    every program back to back, in an order turned by one each round (no program always follows the same
-    one's garbage); medians, and the CPU ratios round by round."""
+    every program back to back, in an order turned by one each round; each after a full collection
+    (untimed), so that a program pays for the collections its own objects start, not for the garbage
+    of the one before it. Medians, and the CPU ratios round by round."""
     cpu: dict[str, list[float]] = {k: [] for k in others}
     wall: dict[str, list[float]] = {k: [] for k in others}
     secs: dict[str, list[float]] = {k: [] for k in ("base", *others)}
     names = list(others)
     for k in range(repeat):
+        gc.collect()
         bw, bc = timed(base)
         secs["base"].append(bw)
         for name in names[k % len(names):] + names[:k % len(names)]:
+            gc.collect()
             w, c = timed(others[name])
             cpu[name].append(c / bc)
             wall[name].append(w / bw)
