@@ -304,7 +304,7 @@ def bench_floor(quick: bool) -> None:
                                *((("bare_reads with its reads in C++ (cpp_reads.py)", floors["cpp_reads"]),)
                                  if "cpp_reads" in floors else ())):
                 ours()
-                r = interleaved(plain, ours, repeat)
+                r = paired(plain, {name: ours}, repeat)[name]  # as the capture rows time them
                 record(f"floor, {label}: {name} / plain", r["cpu"], "-", None, "×",
                        note=f"CPU-time ratio (wall {r['wall']:.2f}×)", wall_ratio=round(r["wall"], 4))
     finally:
