@@ -17,6 +17,7 @@
 #include <ATen/Dispatch.h>
 
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 #include <typeindex>
 #include <unordered_map>
@@ -32,29 +33,35 @@ namespace ca = torch::dynamo::autograd;
 namespace {
 
 // A small tensor's values, as tolist() gives them (a number, or a flat list of up to 4), read from its
-// memory as tolist reads it (no op dispatched: item() would cost a dispatch per value)
+// memory as tolist reads it (no op dispatched: item() would cost a dispatch per value); None for a
+// dtype it does not read (complex)
 py::object values_of(const at::Tensor& t) {
   if (t.numel() > 4 || !t.has_storage() || !t.device().is_cpu()) return py::none();
   py::object out = py::none();
-  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, t.scalar_type(), "values_of", [&] {
-    const scalar_t* data = t.const_data_ptr<scalar_t>();
-    auto value = [&](int64_t linear) {
-      int64_t offset = 0;
-      for (int64_t d = t.dim() - 1; d >= 0; --d) {
-        offset += (linear % t.size(d)) * t.stride(d);
-        linear /= t.size(d);
+  try {
+    AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, t.scalar_type(), "values_of", [&] {
+      const scalar_t* data = t.const_data_ptr<scalar_t>();
+      auto value = [&](int64_t linear) {
+        int64_t offset = 0;
+        for (int64_t d = t.dim() - 1; d >= 0; --d) {
+          offset += (linear % t.size(d)) * t.stride(d);
+          linear /= t.size(d);
+        }
+        if constexpr (std::is_same_v<scalar_t, bool>) return py::object(py::bool_(data[offset]));
+        else if constexpr (std::is_integral_v<scalar_t>) return py::object(py::int_(static_cast<int64_t>(data[offset])));
+        else return py::object(py::float_(static_cast<double>(data[offset])));
+      };
+      if (t.dim() == 0) {
+        out = value(0);
+      } else {
+        py::list items;
+        for (int64_t i = 0; i < t.numel(); ++i) items.append(value(i));
+        out = items;
       }
-      if constexpr (std::is_integral_v<scalar_t>) return py::object(py::int_(static_cast<int64_t>(data[offset])));
-      else return py::object(py::float_(static_cast<double>(data[offset])));
-    };
-    if (t.dim() == 0) {
-      out = value(0);
-    } else {
-      py::list items;
-      for (int64_t i = 0; i < t.numel(); ++i) items.append(value(i));
-      out = items;
-    }
-  });
+    });
+  } catch (const c10::Error&) {
+    return py::none();
+  }
   return out;
 }
 
@@ -70,8 +77,10 @@ py::object dtype_of(const at::Tensor& t) {
 // (node position, storage address, shape, torch.dtype, bytes, storage index, producer's position or
 // -1, version, values of at most 4 elements); and one tuple per storage: (address, bytes, a bare weak
 // reference, as UntypedStorage._weak_ref gives it: the caller drops it, whether an op made the value
-// or it gets no gradient, at its first saved tensor). A node the collector cannot read (a custom
-// Function) is read as saving nothing.
+// or it gets no gradient, at its first saved tensor). A custom Function's node is read as saving
+// nothing (bare_reads reads none of its values), as is a node the collector cannot read. Off the
+// benchmarks' programs it reads what bare_reads does not: the saved tensors of the node a CopySlices
+// wraps, and lists of saved tensors; and a tensor one node saves twice, once.
 py::tuple read_graph(const std::vector<at::Tensor>& outputs) {
   std::vector<Node*> todo, order;
   std::unordered_set<Node*> seen;
@@ -89,7 +98,9 @@ py::tuple read_graph(const std::vector<at::Tensor>& outputs) {
   std::sort(order.begin(), order.end(), [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); });
   std::unordered_map<Node*, int> position;
   for (size_t i = 0; i < order.size(); ++i) position[order[i]] = static_cast<int>(i);
-  static std::unordered_map<std::type_index, py::str> names;  // Node::name() demangles at each call
+  // Node::name() demangles at each call: one name per C++ type (kept for the process: no py::str is
+  // destroyed after the interpreter); a custom Function's node type is one for every Function
+  static auto& names = *new std::unordered_map<std::type_index, py::str>();
   std::unordered_map<c10::StorageImpl*, size_t> index;
   py::list nodes, saved, storages;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -99,6 +110,11 @@ py::tuple read_graph(const std::vector<at::Tensor>& outputs) {
     for (const auto& e : n->next_edges()) {
       auto it = e.function ? position.find(e.function.get()) : position.end();
       inputs[k++] = it == position.end() ? -1 : it->second;
+    }
+    // a custom Function's node (torch::autograd::PyNode, whose type information libtorch does not export)
+    if (std::strcmp(typeid(*n).name(), "N5torch8autograd6PyNodeE") == 0) {
+      nodes.append(py::make_tuple(py::str(n->name()), n->sequence_nr(), inputs));
+      continue;
     }
     auto name = names.find(typeid(*n));
     if (name == names.end()) name = names.emplace(typeid(*n), py::str(n->name())).first;
