@@ -174,6 +174,7 @@ class _Builder:
         self.recomputed = False  # whether a residual is recomputed (a checkpointed region's)
         # fill(): role() of a leaf's value, by (storage key, requires_grad, type)
         self.value_roles: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.needs_seen: dict[tuple[bool, ...], tuple[bool, ...]] = {}  # each `needs` but all-True, kept once
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         edges: dict[Any, tuple[tuple[Any, int], ...]] = {}
@@ -273,6 +274,7 @@ class _Builder:
         res, lookup, types, position, okeys = self.res, self.inputs, _TYPES, self.position, self.output_keys
         index_get, storage_rows, shapes = self.storage_index.get, self.storage_rows, self.shapes
         pkeys, names, value_roles = self.parameter_keys, self.names, self.value_roles
+        same_needs = self.needs_seen.setdefault
         add_row, add_res, add_weak, add_storage = rows.append, res.append, self.weaks.append, storage_rows.append
         for i in range(start, stop):
             gnode, nx = graph_nodes[i], nexts[i]
@@ -286,7 +288,7 @@ class _Builder:
             inputs = tuple(map(lookup.__getitem__, map(_FIRST, nx)))
             if None in inputs:  # an input that gets no gradient: not an input, and `needs` says so
                 needs = tuple([n is not None for n in inputs])
-                needs = _NEEDS.setdefault(needs, needs)  # one tuple per pattern (a chain of x * c: 100k nodes)
+                needs = same_needs(needs, needs)  # one tuple per pattern (a chain of x * c: 100k nodes)
                 inputs = tuple([n for n in inputs if n is not None])
             else:
                 needs = _ALL_NEEDED[len(nx)] if len(nx) < len(_ALL_NEEDED) else (True,) * len(nx)
@@ -360,7 +362,7 @@ class _Builder:
             needs = _ALL_NEEDED[len(nexts)] if len(nexts) < len(_ALL_NEEDED) else (True,) * len(nexts)
         else:  # an input that gets no gradient (None): not an input, and `needs` says so
             needs = tuple([n is not None for n, _ in nexts])
-            needs = _NEEDS.setdefault(needs, needs)
+            needs = self.needs_seen.setdefault(needs, needs)
         kind = type(gnode)
         info = _TYPES.get((kind, len(nexts)))
         if info is None:
@@ -634,7 +636,6 @@ _OUTPUT, _INTERMEDIATE, _CONSTANT, _PARAMETER, _INPUT = (Role.OUTPUT, Role.INTER
 _MODIFIED, _RECOMPUTED, _LIVE, _GRAPH = Status.MODIFIED, HeldIn.RECOMPUTED, Status.LIVE, HeldIn.GRAPH
 _STRIDED, _TENSOR, _PARAMETER_TYPE = torch.strided, torch.Tensor, torch.nn.Parameter
 _ALL_NEEDED = tuple((True,) * n for n in range(8))  # `needs` of a node whose every input gets a gradient
-_NEEDS: dict[tuple[bool, ...], tuple[bool, ...]] = {}  # every other `needs` seen, kept once
 _FIRST, _CODE = itemgetter(0), itemgetter(1)  # a next_functions pair's node, a source's code
 _MADE = (_INTERMEDIATE, _OUTPUT)  # an op's output's Role, by whether it is a traced output's storage
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
