@@ -43,18 +43,14 @@ def cpp_reads(outputs: list[torch.Tensor]) -> tuple[list[tuple], dict]:
     from tracekit.live import forward_order, walk
     from tracekit.storage import drop_weak_ref
 
-    with gc_paused():
-        _, saved, storages = _module().read_graph(list(outputs))
-        for _, _, ref, _ in storages:
-            drop_weak_ref(ref)
-        return saved, shared_hook_dict(forward_order(walk([t.grad_fn for t in outputs])))
-
-
-def _module() -> Any:
     module = reader()
     if isinstance(module, str):
         raise RuntimeError(f"the C++ reader could not be built: {module}")
-    return module
+    with gc_paused():
+        _, saved, storages = module.read_graph(list(outputs))
+        for _, _, ref, _ in storages:
+            drop_weak_ref(ref)
+        return saved, shared_hook_dict(forward_order(walk([t.grad_fn for t in outputs])))
 
 
 if __name__ == "__main__":

@@ -62,6 +62,8 @@ from .without_data import backend_of_outputs, note_for
 # and the offset it was at (frames.where_at reads the line at build), call name); every node whose
 # sequence number is in [first, after) was made by that call
 Sources = dict[int, tuple[int, CodeType | None, int, str]]
+
+
 class Modules(Protocol):
     """A call's first sequence number -> the module whose forward made it (its label): a dict, or
     capture's labels made when asked."""
@@ -69,7 +71,6 @@ class Modules(Protocol):
     def get(self, seq: int, /) -> str | None: ...
 
     def __bool__(self) -> bool: ...
-
 
 
 class Mutations(list):  # type: ignore[type-arg]
@@ -86,6 +87,7 @@ class Mutations(list):  # type: ignore[type-arg]
         if len(self.ends) != len(self):
             return list(self)
         return self[bisect_right(self.ends, first):]
+
 
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 
