@@ -114,14 +114,16 @@ def build_trace(
     progress: bool | None = None,
     modules: Modules | None = None,
     kept: tuple[bool, ...] = (),
+    exact: bool = False,
 ) -> Trace:
     """Walk the graph once and turn what autograd holds into a Trace (`modules`: which module made
     each call's output nodes, from capture; `kept`: per output, whether the trace holds it
-    strongly, as the only holder of a temporary output)."""
+    strongly, as the only holder of a temporary output; `exact`: the sources' ranges are the sequence
+    numbers each call took, read from the counter, so no two overlap)."""
     roots = _check_outputs(outputs)
     with gc_paused():
         builder = _Builder(outputs, sources, names, mutations or [], modules or {})
-        builder.kept = kept
+        builder.kept, builder.exact = kept, exact
         return builder.build(roots, progress)
 
 
@@ -170,6 +172,7 @@ class _Builder:
         self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
         self.backend = backend_of_outputs(outputs)  # "meta" / "fake": a trace without data
         self.kept: tuple[bool, ...] = ()  # per output: held strongly by the trace (a temporary)
+        self.exact = False  # the sources' ranges read from the sequence counter (build_trace)
         self.frames: list[Any] = []  # checkpointed regions whose kept inputs are rows already
         self.inputs: dict[Any, int | str] = {}  # a node's input: graph node -> its index, leaf node -> its label
         self.rows: list[tuple[Any, ...]] = []  # one plain tuple per node made so far (its name first)
@@ -181,7 +184,7 @@ class _Builder:
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         edges: dict[Any, tuple[tuple[Any, int], ...]] = {}
         leaves, ops = _leaves_and_ops(walk(roots, edges))
-        graph_nodes = sorted(ops, key=SEQUENCE_NR)  # forward order
+        graph_nodes, seq = _forward_order(ops)
         keeper.keep(graph_nodes, self.outputs)
         self.position = {n: i for i, n in enumerate(graph_nodes)}
         # leaves that get gradients: a residual in their storage is theirs (e.g. W.t())
@@ -193,8 +196,8 @@ class _Builder:
         self.inputs = {**self.position, **self.label_of, None: None}  # graph node -> its index, leaf node -> its label
         nexts = list(map(edges.__getitem__, graph_nodes))
         del edges
-        seq = list(map(SEQUENCE_NR, graph_nodes))  # each node's sequence number, read once
-        owners, made_all = (None, False) if self.sources is None else _owners(seq, self.sources, nexts, self.position)
+        owners, made_all = (None, False) if self.sources is None else \
+            _owners(seq, self.sources, nexts, self.position, self.exact)
         if made_all and isinstance(self.mutations, Mutations):  # a capture kept over a long loop: this graph's
             self.mutations = self.mutations.since(seq[0])  # (where every node was made under it, in its order)
         modules = self.modules
@@ -277,6 +280,7 @@ class _Builder:
         index_get, storage_rows, shapes = self.storage_index.get, self.storage_rows, self.shapes
         pkeys, names, value_roles = self.parameter_keys, self.names, self.value_roles
         same_needs = self.needs_seen.setdefault
+        readable = False  # whether this torch's nodes were found to name their saved values (checked once)
         add_row, add_res, add_weak, add_storage = rows.append, res.append, self.weaks.append, storage_rows.append
         for i in range(start, stop):
             gnode, nx = graph_nodes[i], nexts[i]
@@ -295,12 +299,15 @@ class _Builder:
             else:
                 needs = _ALL_NEEDED[len(nx)] if len(nx) < len(_ALL_NEEDED) else (True,) * len(nx)
             first = len(res)
+            probed = False  # one raw slot read per node tells whether its values carry hooks (see below)
             for slot, raw_attr, value_attr, result in fill_slots:
-                raw = getattr(gnode, raw_attr)
-                if raw is None:
-                    continue
-                if type(raw) is tuple or type(raw) is list or raw.unpack_hook is not None:
-                    break  # a list, or a hook: node() tells what each slot holds
+                if not probed:
+                    raw = getattr(gnode, raw_attr)
+                    if raw is None:
+                        continue
+                    if type(raw) is tuple or type(raw) is list or raw.unpack_hook is not None:
+                        break  # a list, or a hook: node() tells what each slot holds
+                    probed = True
                 try:
                     t = getattr(gnode, value_attr)
                 except RuntimeError:  # released or modified in place
@@ -309,6 +316,8 @@ class _Builder:
                     continue
                 kind = type(t)
                 if not ((kind is _TENSOR or kind is _PARAMETER_TYPE) and t.layout is _STRIDED and not t.is_meta):
+                    if kind is tuple or kind is list:
+                        break  # a list of saved tensors: node() reads each
                     self.residual(i, gnode, (slot, _LIVE, t, _GRAPH, None, None), None, {slot: rule_of[slot]}, name)
                     continue
                 device = "cpu" if t.is_cpu else device_text(t.device)
@@ -348,7 +357,13 @@ class _Builder:
                          numel * t.element_size(), storage, role, rule_of[slot], from_node, from_name, _GRAPH, _LIVE,
                          _VERSION(t), None, None, _values(t) if numel <= 4 else None, (), made, None))
             else:
-                attrs = _attribute_values(gnode, read_attributes) if read_attributes is not None else ()
+                if read_attributes is None:
+                    attrs = ()
+                else:
+                    if not readable:
+                        require("saved_slots", "reading what an autograd node saved")
+                        readable = True
+                    attrs = _attribute_values(gnode, read_attributes)
                 add_row((name, op, inputs, first, len(res) - first, attrs, by_slot is not None, needs))
                 continue
             del res[first:]  # a slot that is not a plain held tensor: the node again, each slot read as it is
@@ -373,8 +388,11 @@ class _Builder:
         if op is None:  # a custom Function: its name is its class's
             op = op_name(gnode)
             attrs = _plain_attributes(attributes(gnode))
+        elif read_attributes is not None:
+            require("saved_slots", "reading what an autograd node saved")
+            attrs = _attribute_values(gnode, read_attributes)
         else:
-            attrs = _attribute_values(gnode, read_attributes) if read_attributes is not None else ()
+            attrs = ()
         first = len(self.res)
         recomputed = False
         for saved in saved_values(gnode, tensor_slots):
@@ -502,14 +520,30 @@ def _leaves_and_ops(nodes: list[Any]) -> tuple[list[Any], list[Any]]:
     return list(compress(nodes, is_leaf)), list(compress(nodes, map(not_, is_leaf)))
 
 
+def _forward_order(ops: list[Any]) -> tuple[list[Any], list[int]]:
+    """The op nodes in forward order (by sequence number) and their sequence numbers, each read once
+    (the nodes of other threads may share a number: then sorted by it, in walk order where equal)."""
+    numbers = list(map(SEQUENCE_NR, ops))
+    by_number = dict(zip(numbers, ops))
+    if len(by_number) == len(ops):
+        seq = sorted(by_number)
+        return list(map(by_number.__getitem__, seq)), seq
+    order = sorted(range(len(ops)), key=numbers.__getitem__)
+    return [ops[i] for i in order], [numbers[i] for i in order]
+
+
 def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int], ...]],
-            position: dict[Any, int]) -> tuple[list[int], bool]:
+            position: dict[Any, int], exact: bool = False) -> tuple[list[int], bool]:
     """The call each node belongs to (its first sequence number, -1: none seen), in forward order
     (`seq`: the nodes' sequence numbers), and whether a recorded call made every node; it gives the
     node its source line, call and module. A node belongs to the call whose range of numbers holds
     its own (the call made it); a node no call made (before capture began, or where this torch cannot
     say which numbers a call took) to the first call, in forward order, that leads to it through such
     nodes: consumers run later, so one pass from the last node back settles them."""
+    if exact and sources.keys() >= set(seq):
+        # each node the first number a call took (a call per node, as scalar code makes): its own call
+        # (`exact`: ranges read from the counter never overlap; one thread records, in order)
+        return list(seq), True
     made_by: dict[int, int] = {}  # sequence number -> the first number of the call that took it
     lo = min(seq) if seq else 0
     for first, (after, _, _, _) in reversed(sources.items()):  # the earliest call wins where ranges overlap
@@ -540,30 +574,18 @@ def _source_columns(owners: list[int] | None, sources: Sources | None, n: int) -
     the column is first read, with notebook cells' execution counts as they are now."""
     if owners is None or sources is None:
         return [(None,) * n, (None,) * n]
-    # the calls that made these nodes, as they are now (capture goes on adding to its own): only
-    # those, so a trace kept per step of a long loop does not keep every call capture saw before
-    made = set(owners)
-    made.discard(-1)  # a node no call made
-    calls = dict(zip(made, map(sources.__getitem__, made)))
-    counts = cell_counts(set(map(_CODE, calls.values())))
-    return [Formatted(lambda: _lines(owners, calls, counts)),
-            Formatted(lambda: [calls[o][3] if o >= 0 else None for o in owners])]
+    # each node's call as it is now (capture goes on adding to its own): only these, so a trace kept
+    # per step of a long loop does not keep every call capture saw before
+    calls = list(map(sources.get, owners))  # (None for -1: a node no call made)
+    counts = cell_counts()
+    return [Formatted(lambda: _lines(calls, counts)),
+            Formatted(lambda: [call[3] if call is not None else None for call in calls])]
 
 
-def _lines(owners: list[int], calls: Sources, counts: dict[str, int | None]) -> list[str | None]:
-    """Each node's line as text (`owners`: its call, -1 for none; `calls`: capture's sources)."""
+def _lines(calls: list[tuple[int, CodeType | None, int, str] | None], counts: dict[str, int]) -> list[str | None]:
+    """Each node's line as text (`calls`: its call's entry in capture's sources, None for none)."""
     texts: dict[tuple[int, int], str] = {}  # each place's text, made once
-    lines: dict[int, str | None] = {}  # each call's
-    out = []
-    for o in owners:
-        if o < 0:
-            out.append(None)
-            continue
-        if o not in lines:
-            _, code, offset, _ = calls[o]
-            lines[o] = where_at(texts, code, offset, counts)
-        out.append(lines[o])
-    return out
+    return [where_at(texts, call[1], call[2], counts) if call is not None else None for call in calls]
 
 
 def _formatted(columns: Any, names: tuple[str, ...]) -> Any:
@@ -638,7 +660,7 @@ _OUTPUT, _INTERMEDIATE, _CONSTANT, _PARAMETER, _INPUT = (Role.OUTPUT, Role.INTER
 _MODIFIED, _RECOMPUTED, _LIVE, _GRAPH = Status.MODIFIED, HeldIn.RECOMPUTED, Status.LIVE, HeldIn.GRAPH
 _STRIDED, _TENSOR, _PARAMETER_TYPE = torch.strided, torch.Tensor, torch.nn.Parameter
 _ALL_NEEDED = tuple((True,) * n for n in range(8))  # `needs` of a node whose every input gets a gradient
-_FIRST, _CODE = itemgetter(0), itemgetter(1)  # a next_functions pair's node, a source's code
+_FIRST = itemgetter(0)  # a next_functions pair's node
 _MADE = (_INTERMEDIATE, _OUTPUT)  # an op's output's Role, by whether it is a traced output's storage
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
 _TYPES: dict[tuple[type, int], tuple[Any, ...]] = {}
@@ -667,10 +689,13 @@ def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
 
 def _attribute_values(gnode: Any, read: tuple[tuple[str, ...], Any, bool]) -> tuple[tuple[str, Any], ...]:
     """internals.saved_attribute_values, plain (_plain_values), with one C-level read of every value
-    (`read`: _type_info's slot names, their getter, whether there is one)."""
-    require("saved_slots", "reading what an autograd node saved")
+    (`read`: _type_info's slot names, their getter, whether there is one; the caller checked that
+    this torch names saved values: internals.require)."""
     names, get, one = read
-    return _plain_values(((names[0], get(gnode)),) if one else tuple(zip(names, get(gnode))))
+    if one:
+        value = get(gnode)
+        return ((names[0], value),) if type(value) in _ATOMS else _plain_values(((names[0], value),))
+    return _plain_values(tuple(zip(names, get(gnode))))
 
 
 @functools.cache

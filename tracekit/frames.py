@@ -8,7 +8,7 @@ import inspect
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from types import CodeType, FrameType
 from typing import Any
 
@@ -74,11 +74,12 @@ def where_at(places: dict[tuple[int, int], str], code: CodeType | None, offset: 
     return text
 
 
-def cell_counts(codes: Iterable[CodeType | None]) -> dict[str, int | None]:
-    """The execution count now of each notebook cell among `codes` (file name -> In[n]): where_at
-    made later names the run that was current when these were read."""
-    return {code.co_filename: _execution_count(code.co_filename) for code in codes
-            if code is not None and _label(code.co_filename) == "cell"}
+def cell_counts() -> dict[str, int]:
+    """The execution count now of every notebook cell IPython compiled (file name -> In[n]): where_at
+    made later names the run that was current when these were read (one copy of IPython's own map,
+    none outside IPython: cheaper than finding which cells a trace's lines are in)."""
+    numbers = _filename_map()
+    return {name: n for name, n in numbers.items() if isinstance(n, int)} if numbers else {}
 
 
 def _label(name: str) -> str:
@@ -92,18 +93,24 @@ def _label(name: str) -> str:
 def _line_text(name: str, line: int, counts: dict[str, int | None] | None = None) -> str:
     label = _label(name)
     if label == "cell":
-        count = counts[name] if counts is not None and name in counts else _execution_count(name)
+        count = counts.get(name) if counts is not None else _execution_count(name)
         return f"cell [{count}] line {line}" if count is not None else f"cell line {line}"
     return f"{label}:{line}"
 
 
 def _execution_count(filename: str) -> int | None:
     """The In[n] number IPython gave the cell compiled as `filename` (its latest run), if known."""
+    numbers = _filename_map()
+    count = numbers.get(filename) if numbers else None
+    return count if isinstance(count, int) else None
+
+
+def _filename_map() -> dict[str, Any] | None:
+    """IPython's cell file name -> execution count map, where an IPython shell runs."""
     shell = sys.modules.get("IPython")
     shell = shell.get_ipython() if shell is not None and hasattr(shell, "get_ipython") else None
     numbers = getattr(getattr(shell, "compile", None), "_filename_map", None)
-    count = numbers.get(filename) if isinstance(numbers, dict) else None
-    return count if isinstance(count, int) else None
+    return numbers if isinstance(numbers, dict) else None
 
 
 BUFFER = "buffer "  # a name that is a module's buffer: `buffer model.bn1.running_mean`
