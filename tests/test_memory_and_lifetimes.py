@@ -337,3 +337,27 @@ def test_a_deep_traced_graph_goes_when_its_output_does_not_at_the_next_collectio
             drop_weak_ref(ref)
     finally:
         gc.enable()
+
+
+def test_every_value_a_node_saved_under_hooks_is_read_packed_and_none_is_unpacked():
+    """A node's values are all packed under the hooks active when it was made: the build reads one
+    raw slot per node to tell, and reads none of them through the user's unpack hook."""
+    unpacked = []
+
+    def unpack(p):
+        unpacked.append(p)
+        return p[1]
+
+    a, b = torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)
+    before = (a * b).tanh()  # saved plainly: read as values
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: ("packed", t), unpack):
+        y = (before * b * a).sum()  # two MulBackward0, each saving both its inputs under the hooks
+    tr = tk.trace(y)
+    held = {(r.node.name, r.slot, r.node.index): r.held_in for r in tr.residuals}
+    hooked = {k: v for k, v in held.items() if v.startswith("custom saved-tensor hook")}
+    assert sorted((name, slot) for name, slot, _ in hooked) == [("MulBackward0", "other"), ("MulBackward0", "other"),
+                                                              ("MulBackward0", "self"), ("MulBackward0", "self")]
+    assert {v for k, v in held.items() if k not in hooked} == {"graph"}  # the first mul and the tanh: plain
+    assert unpacked == []
+    tr.backward()
+    assert len(unpacked) == 4  # backward unpacks each once
