@@ -299,7 +299,10 @@ class _Builder:
             else:
                 needs = _ALL_NEEDED[len(nx)] if len(nx) < len(_ALL_NEEDED) else (True,) * len(nx)
             first = len(res)
-            probed = False  # one raw slot read per node tells whether its values carry hooks (see below)
+            # one raw slot read per node says whether its values carry hooks: what a node saves is packed under
+            # the hooks active when it was made (one set by hand on a later slot, SavedTensor.register_hooks,
+            # is read through: each raw read makes a pybind11 object, as dear as reading the value)
+            probed = False
             for slot, raw_attr, value_attr, result in fill_slots:
                 if not probed:
                     raw = getattr(gnode, raw_attr)
