@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import re
 from bisect import bisect_right
-from itertools import compress
+from itertools import accumulate, chain, compress
 from operator import attrgetter, itemgetter, not_
 from types import CodeType
 from typing import Any, Protocol
@@ -175,6 +175,8 @@ class _Builder:
         self.exact = False  # the sources' ranges read from the sequence counter (build_trace)
         self.frames: list[Any] = []  # checkpointed regions whose kept inputs are rows already
         self.inputs: dict[Any, int | str] = {}  # a node's input: graph node -> its index, leaf node -> its label
+        self.flat_inputs: tuple[int | str | None, ...] = ()  # every node's inputs, in order (build())
+        self.input_at: list[int] = []  # where each node's are in flat_inputs
         self.rows: list[tuple[Any, ...]] = []  # one plain tuple per node made so far (its name first)
         self.recomputed = False  # whether a residual is recomputed (a checkpointed region's)
         # fill(): role() of a leaf's value, by (storage key, requires_grad, type)
@@ -196,6 +198,9 @@ class _Builder:
         self.inputs = {**self.position, **self.label_of, None: None}  # graph node -> its index, leaf node -> its label
         nexts = list(map(edges.__getitem__, graph_nodes))
         del edges
+        # every node's inputs in one C-level pass over all edges (node i's: flat[at[i]:at[i] + len(nexts[i])])
+        self.flat_inputs = tuple(map(self.inputs.__getitem__, map(_FIRST, chain.from_iterable(nexts))))
+        self.input_at = [0, *accumulate(map(len, nexts))]
         owners, made_all = (None, False) if self.sources is None else \
             _owners(seq, self.sources, nexts, self.position, self.exact)
         if made_all and isinstance(self.mutations, Mutations):  # a capture kept over a long loop: this graph's
@@ -276,10 +281,10 @@ class _Builder:
         """The nodes start .. stop - 1, the common case inline: a built-in node whose saved values the
         graph holds itself, plain strided tensors (what node(), residual() and role() would append, with
         each getter read once and fewer calls); any other node through node()."""
-        res, lookup, types, position, okeys = self.res, self.inputs, _TYPES, self.position, self.output_keys
+        res, types, position, okeys = self.res, _TYPES, self.position, self.output_keys
         index_get, storage_rows, shapes = self.storage_index.get, self.storage_rows, self.shapes
         pkeys, names, value_roles = self.parameter_keys, self.names, self.value_roles
-        same_needs = self.needs_seen.setdefault
+        same_needs, flat, input_at = self.needs_seen.setdefault, self.flat_inputs, self.input_at
         readable = False  # whether this torch's nodes were found to name their saved values (checked once)
         add_row, add_res, add_weak, add_storage = rows.append, res.append, self.weaks.append, storage_rows.append
         for i in range(start, stop):
@@ -291,7 +296,7 @@ class _Builder:
                 self.node(rows, gnode, i, nx)
                 continue
             name, op, by_slot, rule_of, _, read_attributes, fill_slots = info
-            inputs = tuple(map(lookup.__getitem__, map(_FIRST, nx)))
+            inputs = flat[input_at[i]:input_at[i + 1]]
             if None in inputs:  # an input that gets no gradient: not an input, and `needs` says so
                 needs = tuple([n is not None for n in inputs])
                 needs = same_needs(needs, needs)  # one tuple per pattern (a chain of x * c: 100k nodes)
