@@ -14,8 +14,12 @@ from __future__ import annotations
 import functools
 import textwrap
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from itertools import filterfalse
+from operator import itemgetter
+from typing import Any
 
 import graphviz
 import numpy as np
@@ -101,7 +105,7 @@ def _repeats(ops: list[str], max_period: int = 400) -> tuple[int, int, int] | No
     return None
 
 
-def _shown(trace: TraceData, max_nodes: int) -> tuple[set[int], list[Node], str]:
+def _shown(trace: TraceData, max_nodes: int) -> tuple[set[int], _NodesAt, str]:
     """Which node indexes are drawn, which collapse into one box, and a sentence saying so.
     Repeated blocks (identical layers) keep their first copy; otherwise the middle of a long
     trace collapses."""
@@ -122,14 +126,42 @@ def _shown(trace: TraceData, max_nodes: int) -> tuple[set[int], list[Node], str]
     keep = set(range(head)) | set(range(n - (max_nodes - head), n))
     hidden = _nodes_outside(trace, keep)
     ops_of = trace.record.node_columns.op
-    ops = ", ".join(f"{op} ×{k}" for op, k in Counter(ops_of[node.index] for node in hidden).most_common(4))
+    ops = ", ".join(f"{op} ×{k}" for op, k in Counter(map(ops_of.__getitem__, hidden.indexes)).most_common(4))
     return keep, hidden, f"showing {len(keep)} of {n} nodes; {len(hidden)} collapsed ({ops}, ...)"
 
 
-def _nodes_outside(trace: TraceData, keep: set[int]) -> list[Node]:
+class _NodesAt(Sequence[Node]):
+    """The nodes at `indexes`, each made when read (a collapsed middle may be most of 100k nodes)."""
+
+    def __init__(self, trace: TraceData, indexes: list[int]) -> None:
+        self.trace, self.indexes = trace, indexes
+
+    def __len__(self) -> int:
+        return len(self.indexes)
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [Node(self.trace._data, i) for i in self.indexes[k]]
+        return Node(self.trace._data, self.indexes[k])
+
+
+def _nodes_outside(trace: TraceData, keep: set[int]) -> _NodesAt:
     """The nodes not in `keep`, in forward order."""
-    d = trace._data
-    return [Node(d, i) for i in range(trace.record.n_nodes) if i not in keep]
+    return _NodesAt(trace, list(filterfalse(keep.__contains__, range(trace.record.n_nodes))))
+
+
+def _drawn(n: int, keep: set[int], groups: dict[int, str]) -> list[int | str]:
+    """What is drawn, in forward order: each kept node's index, and each box's name where its first node
+    is (`groups`: a hidden node -> its view-run box; the other hidden nodes: the collapsed box), found
+    without a pass over every node."""
+    first: dict[str, int] = {}
+    for i, box in groups.items():
+        if i not in keep and (box not in first or i < first[box]):
+            first[box] = i
+    if n - len(keep) > sum(1 for i in groups if i not in keep):  # hidden nodes in no view-run box
+        first[COLLAPSED] = next(i for i in range(n) if i not in keep and i not in groups)
+    at = sorted([(i, i) for i in keep] + [(i, box) for box, i in first.items()], key=itemgetter(0))
+    return [what for _, what in at]
 
 
 def _view_runs(trace: TraceData, keep: set[int], outputs: set[int]) -> dict[int, str]:
@@ -200,7 +232,7 @@ def _leaf_id(label: str) -> str:
 class _Plan:
     """Where each thing goes: ids, columns, leaves between the lanes or on the left."""
 
-    def __init__(self, trace: TraceData, keep: set[int], hidden: list[Node],
+    def __init__(self, trace: TraceData, keep: set[int], hidden: _NodesAt | list[Node],
                  groups: dict[int, str] | None = None) -> None:
         self.trace, self.keep, self.hidden = trace, keep, hidden
         self.group = groups or {}  # hidden node index -> the box it is drawn in (default: the one collapsed box)
@@ -462,7 +494,7 @@ class _Layout:
 
     plan: _Plan
     keep: set[int]
-    hidden: list[Node]
+    hidden: _NodesAt | list[Node]  # the nodes not drawn one by one
     groups: dict[int, str]  # node index -> the view-run box it is drawn in
     collapsed: str  # the sentence saying what collapsed
     step_of: dict[int, int]
@@ -498,6 +530,7 @@ class _Dot:
     def __init__(self, trace: TraceData, layout: _Layout) -> None:
         self.trace, self.layout, self.plan = trace, layout, layout.plan
         self.keep, self.lanes = layout.keep, layout.lanes
+        self.drawn = _drawn(trace.record.n_nodes, layout.keep, layout.groups)  # node indexes and boxes, in order
         self.out: list[str] = []
         self.roles_seen: set[Role] = set()
         self.aligned: set[int] = set()  # columns already held straight by a visible edge
@@ -551,14 +584,16 @@ class _Dot:
             if to_rule is not None:
                 self.ordered(leaf_id, rid, True, **to_rule)
 
-    def box(self, box: str, inside: list[Node]) -> None:
-        """A collapsed box: the rules and the ops of a run of view ops, or of the collapsed middle."""
+    def box(self, box: str, inside: list[int]) -> None:
+        """A collapsed box: the rules and the ops of a run of view ops (`inside`: their indexes), or of
+        the collapsed middle."""
         add, lanes, hidden = self.out.append, self.lanes, self.layout.hidden
         if box == COLLAPSED:
             rule_text, op_text = f"… {len(hidden)} rules collapsed …", f"… {len(hidden)} nodes collapsed …"
         else:
-            ops = ", ".join(f"{op} ×{k}" if k > 1 else op for op, k in Counter(n.op for n in inside).items())
-            span = f"#{inside[0].index}–#{inside[-1].index}"
+            ops_of = self.trace.record.node_columns.op
+            ops = ", ".join(f"{op} ×{k}" if k > 1 else op for op, k in Counter(map(ops_of.__getitem__, inside)).items())
+            span = f"#{inside[0]}–#{inside[-1]}"
             rule_text = f"{len(inside)} view rules ({span})\nreshape the gradient, read no residual"
             op_text = "\n".join([f"{span}: {len(inside)} view ops", *textwrap.wrap(ops, 32)])
         add(_node_line(f"r_{box}", label=rule_text, style="dashed,rounded", color=REVERSE,
@@ -574,17 +609,14 @@ class _Dot:
         """The reverse rules and the forward ops (or the boxes they collapse into)."""
         trace, keep, lanes, add = self.trace, self.keep, self.lanes, self.out.append
         groups, step_of = self.layout.groups, self.layout.step_of
-        boxes_done: set[str] = set()
-        members: dict[str, list[Node]] = {}
-        for node in self.layout.hidden:
-            members.setdefault(groups.get(node.index, COLLAPSED), []).append(node)
-        d = trace._data
-        for i in range(trace.record.n_nodes):
+        members: dict[str, list[int]] = {}  # each view-run box's nodes (the collapsed box: only counted)
+        for i, box in groups.items():
             if i not in keep:
-                box = groups.get(i, COLLAPSED)
-                if box not in boxes_done:
-                    boxes_done.add(box)
-                    self.box(box, members[box])
+                members.setdefault(box, []).append(i)
+        d = trace._data
+        for i in self.drawn:
+            if type(i) is str:  # a box, where its first node is
+                self.box(i, sorted(members.get(i, ())))
                 continue
             node = Node(d, i)
             ran = {} if i in step_of or not trace.steps else {"fontcolor": "#999999"}
@@ -653,15 +685,10 @@ class _Dot:
         """Forward edges, and the reverse lane mirrored (gradient from a consumer's rule to its producer's)."""
         plan, keep, add = self.plan, self.keep, self.out.append
         drawn: set[tuple[str, str]] = set()
-        group = plan.group
-        lane_pos: dict[str, int] = {}
-        for i in range(self.trace.record.n_nodes):
-            fid = f"f{i}" if i in keep else f"f_{group.get(i, COLLAPSED)}"
-            if fid not in lane_pos:
-                lane_pos[fid] = len(lane_pos)
+        lane_pos = {f"f{i}" if type(i) is int else f"f_{i}": k for k, i in enumerate(self.drawn)}
         for index, inputs in enumerate(self.trace.record.node_columns.inputs):
-            if index not in keep and all(type(s) is not int or s not in keep for s in inputs):
-                continue  # inside the collapsed box
+            if index not in keep and keep.isdisjoint(inputs):
+                continue  # inside the collapsed box (no drawn node among its inputs: leaves are labels)
             for src in inputs:
                 if type(src) is str:  # a leaf (Node.inputs keeps the input order: leaves and nodes mixed)
                     if index not in keep:
