@@ -361,3 +361,37 @@ def test_every_value_a_node_saved_under_hooks_is_read_packed_and_none_is_unpacke
     assert unpacked == []
     tr.backward()
     assert len(unpacked) == 4  # backward unpacks each once
+
+
+def test_a_node_whose_first_slot_is_empty_still_reads_its_hooked_values_packed():
+    """x * c with c a constant saves only `other`: the empty `self` slot is an empty SavedTensor that no
+    hook packed, so it cannot tell whether the node's values carry hooks; the saved one does."""
+    unpacked = []
+    x, c = torch.randn(3, requires_grad=True), torch.randn(3)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: ("packed", t), lambda p: unpacked.append(p) or p[1]):
+        y = (x * c).sum()
+    tr = tk.trace(y)
+    assert [(r.node.name, r.slot, r.held_in.startswith("custom saved-tensor hook")) for r in tr.residuals] == [
+        ("MulBackward0", "other", True)]
+    assert unpacked == []  # read packed, not through the user's unpack hook
+    tr.backward()
+    assert len(unpacked) == 1 and torch.equal(x.grad, c)
+
+
+def test_a_checkpointed_product_with_a_constant_is_recomputed_and_not_run_again_by_the_trace():
+    from torch.utils.checkpoint import checkpoint
+
+    runs = []
+    x, mask = torch.randn(3, requires_grad=True), (torch.arange(3) != 1).float()
+
+    def region(t):
+        runs.append(1)
+        return (t * mask).sin()
+
+    y = checkpoint(region, x, use_reentrant=False).sum()
+    tr = tk.trace(y)
+    assert len(runs) == 1  # the trace read the region's saved values without recomputing them
+    held = {(r.node.name, r.slot): r.held_in for r in tr.residuals}
+    assert held[("MulBackward0", "other")] == held[("SinBackward0", "self")] == "recomputed in backward (checkpoint)"
+    tr.backward()
+    assert len(runs) == 2 and torch.equal(x.grad, (x * mask).cos().detach() * mask)

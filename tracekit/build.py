@@ -304,9 +304,9 @@ class _Builder:
             else:
                 needs = _ALL_NEEDED[len(nx)] if len(nx) < len(_ALL_NEEDED) else (True,) * len(nx)
             first = len(res)
-            # one raw slot read per node says whether its values carry hooks: what a node saves is packed under
-            # the hooks active when it was made (one set by hand on a later slot, SavedTensor.register_hooks,
-            # is read through: each raw read makes a pybind11 object, as dear as reading the value)
+            # the raw slot of a node's first saved value tells whether its values carry hooks (all are packed under
+            # the hooks active when it was made; an empty slot's SavedTensor never is; one set by hand on a later
+            # slot, SavedTensor.register_hooks, is read through). A raw read costs as much as reading the value.
             probed = False
             for slot, raw_attr, value_attr, result in fill_slots:
                 if not probed:
@@ -315,13 +315,13 @@ class _Builder:
                         continue
                     if type(raw) is tuple or type(raw) is list or raw.unpack_hook is not None:
                         break  # a list, or a hook: node() tells what each slot holds
-                    probed = True
                 try:
                     t = getattr(gnode, value_attr)
                 except RuntimeError:  # released or modified in place
                     break
                 if t is None:
                     continue
+                probed = True
                 kind = type(t)
                 if not ((kind is _TENSOR or kind is _PARAMETER_TYPE) and t.layout is _STRIDED and not t.is_meta):
                     if kind is tuple or kind is list:

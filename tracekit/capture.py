@@ -280,9 +280,11 @@ class CaptureSession:
         self.mutations = Mutations()
         self.modules = _ModulePath()
         self._mode = _Recorder(self.sources, self.mutations, self.modules, on_backward)
+        self.threads: set[threading.Thread] = set()  # the threads it recorded in (each has its own numbers)
 
     def start(self) -> None:
         """Record from now on."""
+        self.threads.add(threading.current_thread())
         self.modules.start(sys._getframe(1))
         self._mode.__enter__()
 
@@ -293,7 +295,7 @@ class CaptureSession:
 
     def trace(self, *outputs: torch.Tensor) -> Trace:
         """The trace of the graph behind `outputs`, with what was recorded."""
-        return _trace_recorded(outputs, self.sources, self.mutations, self.modules, None)
+        return _trace_recorded(outputs, self.sources, self.mutations, self.modules, None, len(self.threads) <= 1)
 
 
 class capture:
@@ -304,6 +306,7 @@ class capture:
         self.mutations = Mutations()
         self.modules = _ModulePath()
         self._mode: _Recorder | None = None
+        self.threads: set[threading.Thread] = set()  # the threads it recorded in (each has its own numbers)
 
     def __enter__(self) -> capture:
         if getattr(_active, "capture", None) is not None:
@@ -312,6 +315,7 @@ class capture:
                 "first, or trace everything from the outer one."
             )
         _active.capture = self
+        self.threads.add(threading.current_thread())
         self._mode = _Recorder(self.sources, self.mutations, self.modules)
         self.modules.start(sys._getframe(1))
         self._mode.__enter__()
@@ -327,20 +331,21 @@ class capture:
     def trace(self, *outputs: torch.Tensor, progress: bool | None = None) -> Trace:
         """The trace of the graph behind `outputs`, with forward order and source lines
         (`progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
-        return _trace_recorded(outputs, self.sources, self.mutations, self.modules, progress)
+        return _trace_recorded(outputs, self.sources, self.mutations, self.modules, progress, len(self.threads) <= 1)
 
 
 def _trace_recorded(outputs: tuple[torch.Tensor, ...], sources: Sources, mutations: Mutations,
-                    modules: _ModulePath, progress: bool | None) -> Trace:
+                    modules: _ModulePath, progress: bool | None, one_thread: bool) -> Trace:
     """The trace of the graph behind `outputs`, with what a recorder saw (its sources, in-place
-    calls and modules) and the names the caller (three frames up) gives tensors and parameters."""
+    calls and modules) and the names the caller (three frames up) gives tensors and parameters
+    (`one_thread`: it recorded in one thread, whose sequence numbers never repeat)."""
     modules.forget()  # the frame of the last torch call may have returned: its locals are not the graph's
     with gc_paused():  # names, labels and the record: many small objects, one collection after
         named: list[tuple[torch.nn.Module, list[tuple[str, Any, Any, Any]]]] = []
         names = modules.names(caller_names(named), named)
         try:
             return build_trace(outputs, sources, names, mutations, progress, modules.labels(), _temporaries(outputs),
-                               exact=_NEXT_SEQUENCE_NR is not None)
+                               exact=one_thread and _NEXT_SEQUENCE_NR is not None)
         finally:
             modules.trees.clear()  # read again by the next trace (a model may change between)
 
