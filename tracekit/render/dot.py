@@ -112,7 +112,7 @@ def _shown(trace: TraceData, max_nodes: int) -> tuple[set[int], _NodesAt, str]:
     names = trace.record.node_columns.name
     n = len(names)
     if n <= max_nodes:
-        return set(range(n)), [], ""
+        return set(range(n)), _NodesAt(trace, []), ""
     found = _repeats(list(names))
     if found is not None:
         start, period, count = found
@@ -232,7 +232,7 @@ def _leaf_id(label: str) -> str:
 class _Plan:
     """Where each thing goes: ids, columns, leaves between the lanes or on the left."""
 
-    def __init__(self, trace: TraceData, keep: set[int], hidden: _NodesAt | list[Node],
+    def __init__(self, trace: TraceData, keep: set[int], hidden: _NodesAt,
                  groups: dict[int, str] | None = None) -> None:
         self.trace, self.keep, self.hidden = trace, keep, hidden
         self.group = groups or {}  # hidden node index -> the box it is drawn in (default: the one collapsed box)
@@ -494,7 +494,7 @@ class _Layout:
 
     plan: _Plan
     keep: set[int]
-    hidden: _NodesAt | list[Node]  # the nodes not drawn one by one
+    hidden: _NodesAt  # the nodes not drawn one by one
     groups: dict[int, str]  # node index -> the view-run box it is drawn in
     collapsed: str  # the sentence saying what collapsed
     step_of: dict[int, int]
