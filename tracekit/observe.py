@@ -50,7 +50,7 @@ class Observer:
         self.freed: list[tuple[int, ...]] = []  # per step: storage indexes
         self.released_at: list[int | None] = [None] * record.n_residuals
         self.freed_at: list[int | None] = [None] * record.n_storages
-        self.held_by: dict[int, str] = {}  # storage index -> who holds it after backward
+        self.alive: list[int] = []  # the storages still alive after backward (finish(): who holds each, when read)
         self.error: str | None = None
         self.unreleased: dict[int, int] = {}  # storage -> its residuals autograd still holds
         self.pending: list[int] = []  # storages let go of by the graph, not yet freed
@@ -84,7 +84,7 @@ class Observer:
         """Residual i's lifetime as observed so far."""
         k = self.record.residual_columns.storage[i]
         return Lifetime(OBSERVED, self.released_at[i], self.freed_at[k] if k is not None else None,
-                        self.held_by.get(k) if k is not None else None, fixed_note(self.record, i))
+                        None, fixed_note(self.record, i))  # (who holds what backward did not free: once finished)
 
     def hook(self) -> Callable[..., None]:
         """`step(grad, node=None)`, the engine's pre-hook (internals.PreHook): the engine is about to
@@ -159,12 +159,10 @@ class Observer:
         self._step = None  # its closure holds the last graph node
         last = len(self.order) - 1
         expired, weaks, freed_at = weak_expired, self.weaks, self.freed_at
-        late = []
-        for s in range(self.record.n_storages):
-            if freed_at[s] is not None:
-                continue
+        late, alive = [], self.alive
+        for s in [s for s, at in enumerate(freed_at) if at is None]:
             if not expired(weaks[s]):
-                self.held_by[s] = RETAINED if self.keep else (storage_holder(self.record, s) or OUTSIDE)
+                alive.append(s)  # who holds it: made when its lifetime is read (_Lifetimes)
             elif last >= 0:  # died after the last step watched
                 freed_at[s] = last
                 late.append(s)
@@ -176,23 +174,26 @@ class Observer:
             self.released[k] = tuple(self.released[k])
         released, freed = tuple(self.released), tuple(self.freed)
         self.released, self.freed = released, freed  # type: ignore[assignment]
-        made = _Lifetimes(self.record, tuple(self.released_at), tuple(freed_at), self.held_by)
+        made = _Lifetimes(self.record, tuple(self.released_at), tuple(freed_at), tuple(alive), self.keep)
         return Lifetimes(OBSERVED, tuple(self.order), made, released, freed, self.keep, self.error)
 
 
 class _Lifetimes:
     """The observed Lifetime of every residual, made when first read from the step each was released
-    and its storage freed at (the observer's lists, kept as tuples: the observer itself is let go)."""
+    and its storage freed at, and what holds each storage backward did not free (the observer's lists,
+    kept as tuples: the observer itself is let go)."""
 
-    __slots__ = ("record", "released_at", "freed_at", "held_by")
+    __slots__ = ("record", "released_at", "freed_at", "alive", "retained")
 
     def __init__(self, record: Any, released_at: tuple[int | None, ...], freed_at: tuple[int | None, ...],
-                 held_by: dict[int, str]) -> None:
-        self.record, self.released_at, self.freed_at, self.held_by = record, released_at, freed_at, held_by
+                 alive: tuple[int, ...], retained: bool) -> None:
+        self.record, self.released_at, self.freed_at, self.alive = record, released_at, freed_at, alive
+        self.retained = retained  # the graph was kept (retain_graph): it holds them all
 
     def __call__(self) -> tuple[Lifetime, ...]:
         storage = self.record.residual_columns.storage
-        freed_at, held_by, record = self.freed_at, self.held_by, self.record
+        freed_at, record = self.freed_at, self.record
+        held_by = {k: RETAINED if self.retained else (storage_holder(record, k) or OUTSIDE) for k in self.alive}
         return tuple([Lifetime(OBSERVED, released, freed_at[k] if k is not None else None,
                                held_by.get(k) if k is not None else None, fixed_note(record, i))
                       for i, (released, k) in enumerate(zip(self.released_at, storage))])
