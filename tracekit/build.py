@@ -326,12 +326,14 @@ class _Builder:
                     continue
                 probed = True
                 kind = type(t)
-                if not ((kind is _TENSOR or kind is _PARAMETER_TYPE) and t.layout is _STRIDED and not t.is_meta):
+                cpu = kind is _TENSOR and t.is_cpu  # (then not meta: one getter less for the common value)
+                plain = cpu or (kind is _TENSOR or kind is _PARAMETER_TYPE) and not t.is_meta
+                if not (plain and t.layout is _STRIDED):
                     if kind is tuple or kind is list:
                         break  # a list of saved tensors: node() reads each
                     self.residual(i, gnode, (slot, _LIVE, t, _GRAPH, None, None), None, {slot: rule_of[slot]}, name)
                     continue
-                device = "cpu" if t.is_cpu else device_text(t.device)
+                device = "cpu" if cpu or t.is_cpu else device_text(t.device)
                 storage_object = t.untyped_storage()
                 key = (device, storage_object.data_ptr())
                 producer = t.grad_fn
