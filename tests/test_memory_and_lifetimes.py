@@ -378,54 +378,50 @@ def test_a_node_whose_first_slot_is_empty_still_reads_its_hooked_values_packed()
     assert len(unpacked) == 1 and torch.equal(x.grad, c)
 
 
-def test_a_product_with_a_constant_read_after_others_still_reads_hooked_values_packed():
-    """Once the build has seen, in a trace, that x * c saves its value in `other` (so it reads that raw slot
-    first for the next such node, and not the empty `self`), a product with a constant made under hooks is
-    still read packed: a store that hands each packed value back once still has them all for backward, and
-    the record is the same whichever slot was read first."""
-    x, c = torch.randn(3, requires_grad=True), torch.randn(3)
-    y = (x * c * 2.0).sum()
-    tr = tk.trace(y)
-    assert [(r.node.name, r.slot, r.held_in) for r in tr.residuals] == [("MulBackward0", "other", "graph")] * 2
-    learnt = _learnt_first_slots(y)
-    assert {key[1]: at for key, at in learnt.items() if key[0].__name__ == "MulBackward0"} == {(True, False): 1}
+def test_a_hook_set_by_hand_on_a_nodes_first_value_is_seen_whatever_nodes_like_it_held():
+    """A layer norm with no bias saves its first value in `input`; one with a constant bias, the same
+    type with the same inputs that get a gradient, saves `bias` first. A hook set by hand on that
+    `bias` is seen (the value read packed, not through the hook), whatever the node before it held:
+    the slots are read in order up to the first that holds a value, with no shortcut learnt from
+    another node (an earlier build read the learnt slot first and ran this hook)."""
+    import torch.nn.functional as F
 
+    x, bias = torch.randn(2, 3, requires_grad=True), torch.randn(3)
+    h = F.layer_norm(x, (3,))  # no bias: its first value is `input`
+    y = F.layer_norm(h, (3,), None, bias)  # a constant bias: `bias` is its first value
+    store: dict[int, torch.Tensor] = {}
+
+    def pack(t):
+        store[0] = t
+        return 0
+
+    y.grad_fn._raw_saved_bias.register_hooks(pack, store.pop)  # handed back once
+    tr = tk.trace(y.sum())
+    assert [r.held_in for r in tr.residuals if r.slot == "bias"] == ["custom saved-tensor hook dict.pop"]
+    assert len(store) == 1  # not unpacked by the trace
+    tr.backward()
+    assert store == {} and x.grad is not None
+
+
+def test_products_with_constants_under_hooks_after_plain_ones_are_read_packed():
+    """x * c saves only `other`: after a plain one, two made under hooks in the same graph are read
+    packed (a store that hands each value back once still has them all for backward)."""
+    x, c, d = torch.randn(3, requires_grad=True), torch.randn(3), torch.randn(3)
     store: dict[int, torch.Tensor] = {}
 
     def pack(t):
         store[len(store)] = t
         return len(store) - 1
 
-    d = torch.randn(3)
-    x.grad = None
-    plain = x * c  # the graph's first such node: read in slot order, and learnt from (`other` first)
+    plain = x * c
     with torch.autograd.graph.saved_tensors_hooks(pack, store.pop):  # each value handed back once
-        y = (plain * d * c).sum()  # two more, each saving its constant under the hooks
+        y = (plain * d * c).sum()
     tr = tk.trace(y)
     assert [(r.node.name, r.slot, r.held_in) for r in tr.residuals] == [
         ("MulBackward0", "other", "graph")] + [("MulBackward0", "other", "custom saved-tensor hook dict.pop")] * 2
     assert len(store) == 2  # nothing unpacked by the trace
     tr.backward()
     assert store == {} and torch.equal(x.grad, c * d * c)
-
-
-def _learnt_first_slots(y: torch.Tensor) -> dict:
-    """The build's `later_first` after tracing y (what it learnt about where such nodes hold their first value)."""
-    from tracekit import build
-
-    seen = {}
-    fill = build._Builder.fill
-
-    def spy(self, *args):
-        fill(self, *args)
-        seen.update(self.later_first)
-
-    build._Builder.fill = spy
-    try:
-        tk.trace(y)
-    finally:
-        build._Builder.fill = fill
-    return seen
 
 
 def test_a_checkpointed_product_with_a_constant_is_recomputed_and_not_run_again_by_the_trace():

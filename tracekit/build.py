@@ -182,9 +182,6 @@ class _Builder:
         # fill(): role() of a leaf's value, by (storage key, requires_grad, type)
         self.value_roles: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.needs_seen: dict[tuple[bool, ...], tuple[bool, ...]] = {}  # each `needs` but all-True, kept once
-        # fill(): (node type, `needs`) -> the index of the tensor slot that held such a node's first value, where
-        # it was not the first (MulBackward0 of x * c saves only `other`): that raw slot read, not the empty ones
-        self.later_first: dict[tuple[type, tuple[bool, ...]], int] = {}
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         edges: dict[Any, tuple[tuple[Any, int], ...]] = {}
@@ -288,7 +285,6 @@ class _Builder:
         index_get, storage_rows, shapes = self.storage_index.get, self.storage_rows, self.shapes
         pkeys, names, value_roles = self.parameter_keys, self.names, self.value_roles
         same_needs, flat, input_at = self.needs_seen.setdefault, self.flat_inputs, self.input_at
-        later_first = self.later_first
         require("saved_slots", "reading what an autograd node saved")  # (slots and attributes, read below)
         add_row, add_res, add_weak, add_storage = rows.append, res.append, self.weaks.append, storage_rows.append
         for i in range(start, stop):
@@ -301,16 +297,17 @@ class _Builder:
                 continue
             name, op, by_slot, rule_of, _, read_attributes, fill_slots = info
             inputs = flat[input_at[i]:input_at[i + 1]]
-            probed = hinted = False  # whether a raw slot said that no hook packed the node's values (_RAW_PROBE)
             if None in inputs:  # an input that gets no gradient: not an input, and `needs` says so
                 needs = tuple(map(_GIVEN, inputs))
                 needs = same_needs(needs, needs)  # one tuple per pattern (a chain of x * c: 100k nodes)
                 inputs = tuple(compress(inputs, needs))
-                at = later_first.get((type(gnode), needs))  # the slot such a node held its first value in
-                probed = hinted = at is not None and _holds_plain_value(gnode, fill_slots[at])
             else:
                 needs = _ALL_NEEDED[len(nx)] if len(nx) < len(_ALL_NEEDED) else (True,) * len(nx)
             first = len(res)
+            # the raw slot of a node's first saved value tells whether its values carry hooks (all are packed under
+            # the hooks active when it was made; an empty slot's SavedTensor never is; one set by hand on a later
+            # slot, SavedTensor.register_hooks, is read through). A raw read costs as much as reading the value.
+            probed = False
             for slot, raw_attr, value_attr, result in fill_slots:
                 if not probed:
                     raw = getattr(gnode, raw_attr)
@@ -372,8 +369,6 @@ class _Builder:
             else:
                 attrs = () if read_attributes is None else _attribute_values(gnode, read_attributes)
                 add_row((name, op, inputs, first, len(res) - first, attrs, by_slot is not None, needs))
-                if not hinted and len(res) > first and res[first][1] != fill_slots[0][0]:  # (learnt: see above)
-                    later_first[(type(gnode), needs)] = [s[0] for s in fill_slots].index(res[first][1])
                 continue
             del res[first:]  # a slot that is not a plain held tensor: the node again, each slot read as it is
             self.node(rows, gnode, i, nx)
@@ -695,27 +690,6 @@ def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
     tensor_slots = tensor_attributes(type(gnode))
     fill_slots = tuple((*slot, slot[0].startswith("result")) for slot in tensor_slots)  # and whether it is a result
     return name, op_name(gnode), by_slot, rule_of, tensor_slots, read, fill_slots
-
-
-# _RAW_PROBE: the raw slot of a node's first saved value tells whether its values carry hooks (all are packed
-# under the hooks active when it was made; an empty slot's SavedTensor never is; one set by hand on another
-# slot, SavedTensor.register_hooks, is read through). A raw read costs as much as reading the value, and more
-# at scale: fill() reads the slots' raw values in order up to the first that holds one, except where a node
-# with the same type and `needs` held its first value in a later slot (the op saves what the needed gradients
-# read, so the slots before it are empty again: x * c saves only `other`): that slot is read first (below).
-
-
-def _holds_plain_value(gnode: Any, slot: tuple[str, str, str, bool]) -> bool:
-    """Whether a node's tensor slot (fill_slots' entry) holds a value packed under no hook (its raw read
-    once, then the value): then none of the node's values is (all were packed under the same hooks)."""
-    raw = getattr(gnode, slot[1])
-    if raw is None or type(raw) is tuple or type(raw) is list or raw.unpack_hook is not None:
-        return False
-    try:
-        return getattr(gnode, slot[2]) is not None
-    except RuntimeError:  # released or modified in place
-        return False
-
 
 
 def _attribute_values(gnode: Any, read: tuple[tuple[str, ...], Any, bool]) -> tuple[tuple[str, Any], ...]:
