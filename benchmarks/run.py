@@ -320,24 +320,32 @@ def bench_floor(quick: bool) -> None:
 
 
 def bench_phases(quick: bool) -> None:
-    """Where the capture rows' time goes: CPU milliseconds per phase (medians), plain and traced."""
+    """Where the capture rows' time goes: CPU milliseconds per phase (medians), plain, traced, and the
+    skeleton's same three phases (benchmarks/skeleton.py) in the same rounds, each after a full collection."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from skeleton import CallMode, skeleton_backward, skeleton_trace  # this tracekit's internals: imported here
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     repeat = 5 if quick else 9
+    phases = ("forward under capture", "trace build", "observed backward")
     try:
         nets = {w: (mlp(w), torch.randn(32, w)) for w in (64, 128)}
         x0, w0, b0 = (torch.tensor(v, requires_grad=True) for v in (0.5, 0.9, 0.1))
         setups = [(f"MLP width {w}", lambda net=net, x=x: net(x).pow(2).mean()) for w, (net, x) in nets.items()]
         for label, forward in (*setups, ("scalar tanh recurrence", lambda: scalar_program(x0, w0, b0))):
-            times: dict[str, list[float]] = {k: [] for k in ("plain forward", "plain backward", "forward under capture",
-                                                              "trace build", "observed backward")}
+            times: dict[str, list[float]] = {k: [] for k in ("plain forward", "plain backward", *phases)}
+            skeleton: dict[str, list[float]] = {k: [] for k in phases}
             nodes = 0
             for _ in range(repeat):
+                gc.collect()
                 t0 = time.process_time()
                 loss = forward()
                 t1 = time.process_time()
                 loss.backward()
                 t2 = time.process_time()
+                gc.collect()
+                c0 = time.process_time()
                 with tk.capture() as cap:
                     loss = forward()
                 t3 = time.process_time()
@@ -346,16 +354,32 @@ def bench_phases(quick: bool) -> None:
                 tr.backward()
                 t5 = time.process_time()
                 nodes = len(tr.nodes)
-                for k, v in zip(list(times), (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+                for k, v in zip(list(times), (t1 - t0, t2 - t1, t3 - c0, t4 - t3, t5 - t4)):
                     times[k].append(v)
                 del tr, loss
+                gc.collect()
+                s0 = time.process_time()
+                mode = CallMode()
+                with mode:
+                    loss = forward()
+                s1 = time.process_time()
+                rows = skeleton_trace([loss], mode.calls)
+                s2 = time.process_time()
+                skeleton_backward(loss, rows)
+                s3 = time.process_time()
+                for k, v in zip(phases, (s1 - s0, s2 - s1, s3 - s2)):
+                    skeleton[k].append(v)
+                del rows, loss, mode
             med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+            sk = {k: statistics.median(v) * 1e3 for k, v in skeleton.items()}
             extra = {"forward under capture": med["forward under capture"] - med["plain forward"],
                      "trace build": med["trace build"],
                      "observed backward": med["observed backward"] - med["plain backward"]}
             for k, ms in med.items():
-                note = f"+{extra[k] * 1e3 / nodes:.0f} µs per node" if k in extra else ""
-                record(f"phase, {label} ({nodes} nodes): {k}", ms, "-", None, "ms", note=note)
+                note = (f"+{extra[k] * 1e3 / nodes:.0f} µs per node; the skeleton's {sk[k]:.1f} ms"
+                        if k in extra else "")
+                record(f"phase, {label} ({nodes} nodes): {k}", ms, "-", None, "ms", note=note,
+                       skeleton_ms=sk.get(k))
     finally:
         torch.set_num_threads(threads)
 
@@ -430,7 +454,7 @@ def bench_dot(quick: bool) -> None:
     except ImportError:
         make_dot = None
     sizes = [400, 800, 4000, 20000, 100000] if not quick else [400, 800, 4000]
-    tried, theirs_status = 0, ""  # the deepest chain torchviz was tried on, and how that went
+    tried, how = 0, ""  # the deepest chain torchviz was tried on, and how that went
     for n in sizes:
         source = ""
 
@@ -438,14 +462,14 @@ def bench_dot(quick: bool) -> None:
             nonlocal source
             source = quiet_trace(tk, y).draw().source
 
-        theirs_status = "not installed" if make_dot is None else f"not tried; {theirs_status} at {tried} nodes"
+        theirs_status = "not installed" if make_dot is None else f"not tried; {how} at {tried} nodes"
         if make_dot is not None and n <= 4000:  # deeper: not tried (it recursed at 4000 nodes in every run so far)
             try:
                 make_dot(chain(n), show_saved=True)
                 theirs_status = "ok"
             except RecursionError:
                 theirs_status = "RecursionError"
-            tried = n
+            tried, how = n, theirs_status
         if theirs_status == "ok":
             r = interleaved(lambda y: make_dot(y, show_saved=True).source, ours_once, 7 if n <= 800 else 3,
                             setup=lambda n=n: chain(n))
@@ -473,18 +497,22 @@ def bench_dot(quick: bool) -> None:
             c_reads = time.process_time()
             bare_reads([y])
             c_reads = time.process_time() - c_reads
+            t3 = time.perf_counter()
+            quiet_trace(tk, y).draw()  # the same graph again, read twice now: what this row timed before 2026-12-05
+            again = time.perf_counter() - t3
             del tr, y
-            runs.append((t2 - t0, t1 - t0, t2 - t1, c1 - c0, c2 - c1, c_reads, _torn_down()))
-        total, trace_s, dot_s, trace_cpu, dot_cpu, reads_cpu, gone_s = (statistics.median(r[k] for r in runs)
-                                                                         for k in range(7))
+            runs.append((t2 - t0, t1 - t0, t2 - t1, c1 - c0, c2 - c1, c_reads, _torn_down(), again))
+        total, trace_s, dot_s, trace_cpu, dot_cpu, reads_cpu, gone_s, again_s = (statistics.median(r[k] for r in runs)
+                                                                                 for k in range(8))
         big = n >= 100000
         record(f"trace+DOT at {n} nodes (torchviz: {theirs_status})", total, "≤ 1 s" if big else "-",
                total <= 1 if big else None, "s",
                note=f"median of 3: trace {trace_s:.2f} s + DOT {dot_s:.2f} s; CPU {trace_cpu:.2f} s + {dot_cpu:.2f} s; "
                     f"the reads alone (floor) CPU {reads_cpu:.2f} s; runs {', '.join(f'{r[0]:.2f}' for r in runs)} s; "
-                    f"the graph gone {gone_s:.2f} s after its output",
+                    f"the graph gone {gone_s:.2f} s after its output; the same graph traced again {again_s:.2f} s",
                trace_s=trace_s, dot_s=dot_s, trace_cpu_s=trace_cpu, dot_cpu_s=dot_cpu, reads_cpu_s=reads_cpu, nodes=n,
-               dot_chars=len(source), runs_s=[round(r[0], 4) for r in runs], torn_down_s=gone_s)
+               dot_chars=len(source), runs_s=[round(r[0], 4) for r in runs], torn_down_s=gone_s,
+               traced_again_s=again_s, traced_again_runs_s=[round(r[7], 4) for r in runs])
 
 
 def _torn_down(limit: float = 10.0) -> float:
