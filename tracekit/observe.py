@@ -50,7 +50,6 @@ class Observer:
         self.freed: list[tuple[int, ...]] = []  # per step: storage indexes
         self.released_at: list[int | None] = [None] * record.n_residuals
         self.freed_at: list[int | None] = [None] * record.n_storages
-        self.alive: list[int] = []  # the storages still alive after backward (finish(): who holds each, when read)
         self.error: str | None = None
         self.unreleased: dict[int, int] = {}  # storage -> its residuals autograd still holds
         self.pending: list[int] = []  # storages let go of by the graph, not yet freed
@@ -159,10 +158,10 @@ class Observer:
         self._step = None  # its closure holds the last graph node
         last = len(self.order) - 1
         expired, weaks, freed_at = weak_expired, self.weaks, self.freed_at
-        late, alive = [], self.alive
+        late, alive = [], []  # died after the last step; still alive (who holds each: made when read)
         for s in [s for s, at in enumerate(freed_at) if at is None]:
             if not expired(weaks[s]):
-                alive.append(s)  # who holds it: made when its lifetime is read (_Lifetimes)
+                alive.append(s)
             elif last >= 0:  # died after the last step watched
                 freed_at[s] = last
                 late.append(s)
