@@ -480,39 +480,69 @@ def bench_dot(quick: bool) -> None:
                    tracekit_s=r["ours_s"], torchviz_s=r["base_s"], cpu_ratio=round(r["cpu"], 4), nodes=n,
                    dot_chars=len(source))
             continue
-        # torchviz cannot draw it (or is not installed): time the two halves (the trace, then the drawing)
-        # on their own, in wall clock and in CPU time of this process (the one to read on a shared
-        # machine), the median of three runs, each on a new graph; and then the reads alone, without a
-        # record (the floor under the trace half), on the same graph: read already, so the floor is
-        # a little low (a deep graph whose nodes have Python objects must be freed as the trace's
-        # keeper frees it: with nothing holding it, freeing it recurses once per node and crashes)
-        runs: list[tuple[float, ...]] = []
-        for _ in range(3):
-            y = chain(n)
-            t0, c0 = time.perf_counter(), time.process_time()
-            tr = quiet_trace(tk, y)
-            t1, c1 = time.perf_counter(), time.process_time()
-            source = tr.draw().source
-            t2, c2 = time.perf_counter(), time.process_time()
-            c_reads = time.process_time()
-            bare_reads([y])
-            c_reads = time.process_time() - c_reads
-            t3 = time.perf_counter()
-            quiet_trace(tk, y).draw()  # the same graph again, read twice now: what this row timed before 2026-12-05
-            again = time.perf_counter() - t3
-            del tr, y
-            runs.append((t2 - t0, t1 - t0, t2 - t1, c1 - c0, c2 - c1, c_reads, _torn_down(), again))
-        total, trace_s, dot_s, trace_cpu, dot_cpu, reads_cpu, gone_s, again_s = (statistics.median(r[k] for r in runs)
-                                                                                 for k in range(8))
+        # torchviz cannot draw it (or is not installed): each of three runs in a new process (_deep_run)
+        runs = [_deep_run_in_new_process(n) for _ in range(3)]
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "dot_chars"}
+        total, totals = med["total_s"], [r["total_s"] for r in runs]
         big = n >= 100000
         record(f"trace+DOT at {n} nodes (torchviz: {theirs_status})", total, "≤ 1 s" if big else "-",
                total <= 1 if big else None, "s",
-               note=f"median of 3: trace {trace_s:.2f} s + DOT {dot_s:.2f} s; CPU {trace_cpu:.2f} s + {dot_cpu:.2f} s; "
-                    f"the reads alone (floor) CPU {reads_cpu:.2f} s; runs {', '.join(f'{r[0]:.2f}' for r in runs)} s; "
-                    f"the graph gone {gone_s:.2f} s after its output; the same graph traced again {again_s:.2f} s",
-               trace_s=trace_s, dot_s=dot_s, trace_cpu_s=trace_cpu, dot_cpu_s=dot_cpu, reads_cpu_s=reads_cpu, nodes=n,
-               dot_chars=len(source), runs_s=[round(r[0], 4) for r in runs], torn_down_s=gone_s,
-               traced_again_s=again_s, traced_again_runs_s=[round(r[7], 4) for r in runs])
+               note=f"median of 3 new processes: trace {med['trace_s']:.2f} s + DOT {med['dot_s']:.2f} s; CPU "
+                    f"{med['trace_cpu_s']:.2f} s + {med['dot_cpu_s']:.2f} s; the reads alone (floor) CPU "
+                    f"{med['reads_cpu_s']:.2f} s; runs {', '.join(f'{t:.2f}' for t in totals)} s; the graph "
+                    f"gone {med['torn_down_s']:.2f} s after its output; the same graph traced again "
+                    f"{med['traced_again_s']:.2f} s; a new graph after that one was freed {med['after_freed_s']:.2f} s",
+               **med, nodes=n, dot_chars=runs[0]["dot_chars"], runs_s=[round(t, 4) for t in totals],
+               traced_again_runs_s=[round(r["traced_again_s"], 4) for r in runs],
+               after_freed_runs_s=[round(r["after_freed_s"], 4) for r in runs])
+
+
+def _deep_run_in_new_process(n: int) -> dict[str, float]:
+    """_deep_run(n) in a new Python process (its figures, read from its last line)."""
+    done = subprocess.run([sys.executable, __file__, "--deep-run", str(n)], capture_output=True, text=True,
+                          timeout=600, check=False)
+    if done.returncode:
+        raise RuntimeError(f"the {n}-node run failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _deep_run(n: int) -> dict[str, float]:
+    """One run of a deep row, in a process of its own: trace + DOT of a new chain of n nodes (a user's first
+    trace of a graph), the two halves in wall clock and CPU time; then, on the same graph, the reads alone
+    without a record (the floor under the trace half: read already, so a little low) and the trace + DOT
+    again (what the row timed before 2026-12-05); how long the graph takes to go once its output does
+    (a deep graph tracekit walked is let go by its keeper, in the background); and trace + DOT of a second
+    new chain after that. A process of its own because freeing a 100k-node graph leaves ~0.1 s of work to
+    the allocator, which the next allocations pay (glibc sorts the freed blocks when asked for a size it
+    has none of): measured in one process, every run but the first paid some of the run before it, which is
+    what the last figure shows. (The floor's reads run on the traced graph: a deep graph whose nodes have
+    Python objects must be freed as the trace's keeper frees it, or freeing it recurses once per node.)"""
+    y = chain(n)
+    gc.collect()
+    t0, c0 = time.perf_counter(), time.process_time()
+    tr = quiet_trace(tk, y)
+    t1, c1 = time.perf_counter(), time.process_time()
+    source = tr.draw().source
+    t2, c2 = time.perf_counter(), time.process_time()
+    c_reads = time.process_time()
+    bare_reads([y])
+    c_reads = time.process_time() - c_reads
+    t3 = time.perf_counter()
+    quiet_trace(tk, y).draw()
+    again = time.perf_counter() - t3
+    del tr, y
+    gone = _torn_down()
+    y = chain(n)
+    gc.collect()
+    t4 = time.perf_counter()
+    tr = quiet_trace(tk, y)
+    tr.draw()
+    after = time.perf_counter() - t4
+    del tr, y
+    _torn_down()
+    return {"total_s": t2 - t0, "trace_s": t1 - t0, "dot_s": t2 - t1, "trace_cpu_s": c1 - c0, "dot_cpu_s": c2 - c1,
+            "reads_cpu_s": c_reads, "torn_down_s": gone, "traced_again_s": again, "after_freed_s": after,
+            "dot_chars": len(source)}
 
 
 def _torn_down(limit: float = 10.0) -> float:
@@ -695,7 +725,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset of " + ", ".join(BENCHES))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results.json"))
+    parser.add_argument("--deep-run", type=int, metavar="N", help=argparse.SUPPRESS)  # one deep run (bench_dot)
     args = parser.parse_args()
+    if args.deep_run:
+        print(json.dumps(_deep_run(args.deep_run)))
+        return 0
     os.environ.setdefault("MPLBACKEND", "Agg")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     print(f"load average at start: {load}; {os.cpu_count()} CPUs; torch {torch.__version__}")

@@ -84,3 +84,36 @@ def test_without_the_sequence_counter_the_nodes_on_the_way_still_get_their_calls
     assert with_counter["TBackward0"] == with_counter["AddmmBackward0"] and with_counter["TBackward0"][1] == "linear"
     assert with_counter["MulBackward0"][1] == "mul" and with_counter["ExpBackward0"][1] == "exp"
     assert with_counter["SinBackward0"] == with_counter["ExpBackward0"]  # the first call that uses it
+
+
+def test_inputs_and_needs_follow_next_functions_whichever_inputs_get_no_gradient() -> None:
+    """Nodes whose inputs that get no gradient sit first, last, in the middle or everywhere but one, in one
+    graph: each node's `needs` is next_functions' pattern of None, its inputs the others, in order."""
+    a, b = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    c, d = torch.randn(3), torch.randn(3)
+    parts = [a * c, c * a, a * b, torch.addcmul(c, a, d), torch.addcmul(a, c, b), torch.addcmul(c, d, b),
+             torch.where(a > 0, c, b), torch.lerp(c, a, d), (a * 2.0).exp()]
+    y = sum(p.sum() for p in parts)
+    tr = tk.trace(y)
+    graph: list = []
+    todo, seen = [y.grad_fn], set()
+    while todo:  # every op node, by sequence number (the trace's order)
+        g = todo.pop()
+        if g in seen:
+            continue
+        seen.add(g)
+        if not hasattr(g, "variable"):
+            graph.append(g)
+        todo += [n for n, _ in g.next_functions if n is not None]
+    graph.sort(key=lambda g: g._sequence_nr())
+    index = {g: i for i, g in enumerate(graph)}
+    assert [n.name for n in tr.nodes] == [g.name() for g in graph]
+    patterns = set()
+    for node, g in zip(tr.nodes, graph):
+        needs = tuple(n is not None for n, _ in g.next_functions)
+        assert node.needs == needs, node.name
+        patterns.add(needs)
+        expected = [index.get(n, "leaf") for n, _ in g.next_functions if n is not None]
+        got = [i if type(i) is int else "leaf" for i in node.inputs]
+        assert got == expected, node.name
+    assert {(True, False), (False, True), (False, True, False), (True, False, True), (False, False, True)} <= patterns
