@@ -121,7 +121,7 @@ def build_trace(
     strongly, as the only holder of a temporary output; `exact`: the sources' ranges are the sequence
     numbers each call took, read from the counter, so no two overlap)."""
     roots = _check_outputs(outputs)
-    with gc_paused(lasting=True):
+    with gc_paused():
         builder = _Builder(outputs, sources, names, mutations or [], modules or {})
         builder.kept, builder.exact = kept, exact
         return builder.build(roots, progress)

@@ -340,7 +340,7 @@ def _trace_recorded(outputs: tuple[torch.Tensor, ...], sources: Sources, mutatio
     calls and modules) and the names the caller (three frames up) gives tensors and parameters
     (`one_thread`: it recorded in one thread, whose sequence numbers never repeat)."""
     modules.forget()  # the frame of the last torch call may have returned: its locals are not the graph's
-    with gc_paused(lasting=True):  # names, labels and the record: many small objects, one collection after
+    with gc_paused():  # names, labels and the record: many small objects, one collection after
         named: list[tuple[torch.nn.Module, list[tuple[str, Any, Any, Any]]]] = []
         names = modules.names(caller_names(named), named)
         try:
@@ -354,7 +354,7 @@ def trace(*outputs: torch.Tensor, progress: bool | None = None) -> Trace:
     """The trace of any tensor's autograd graph (graph walk only: no source lines;
     `progress`: a progress bar on stderr; None: only for traces taking over 2 s). An output
     nobody else holds (`tk.trace(f(x))`) is kept by the trace, so `.backward()` on it works."""
-    with gc_paused(lasting=True):  # the names and the record: many small objects, one collection after
+    with gc_paused():  # the names and the record: many small objects, one collection after
         return build_trace(outputs, None, caller_names(), progress=progress, kept=_temporaries(outputs))
 
 

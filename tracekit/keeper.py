@@ -113,25 +113,14 @@ def pending() -> int:
 
 
 @contextlib.contextmanager
-def gc_paused(lasting: bool = False) -> Iterator[None]:
-    """Pause the cycle collector while making many small objects (it would rescan them all).
-    `lasting`: what is made meanwhile lives as long as its owner (a trace's record), so it goes to the
-    oldest generation at once, where only a full collection looks at it, instead of through a young
-    collection over all of it as the collector resumes (~0.1 s at 100k nodes) and a middle one
-    after. The young objects made before are collected first, so that only the new ones skip ahead;
-    skipped where something froze objects itself (gc.freeze), which this would let go."""
+def gc_paused() -> Iterator[None]:
+    """Pause the cycle collector while making many small objects (it would rescan them all)."""
     enabled = gc.isenabled()
-    lasting = lasting and enabled and not gc.get_freeze_count()
-    if lasting:
-        gc.collect(1)
     gc.disable()
     try:
         yield
     finally:
         if enabled:
-            if lasting:  # (a frozen object goes to the oldest generation when let go: nothing is scanned)
-                gc.freeze()
-                gc.unfreeze()
             gc.enable()
 
 
