@@ -182,10 +182,6 @@ class _Builder:
         # fill(): role() of a leaf's value, by (storage key, requires_grad, type)
         self.value_roles: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.needs_seen: dict[tuple[bool, ...], tuple[bool, ...]] = {}  # each `needs` but all-True, kept once
-        # where an input gets no gradient (build()): per input in flat_inputs whether it does (1 or 0); the ones
-        # that do, in order; where each node's are in that; each `needs` by its pattern of those bytes
-        self.given, self.flat_given, self.given_at = b"", (), [0]
-        self.needs_of: dict[bytes, tuple[bool, ...]] = {}
 
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         edges: dict[Any, tuple[tuple[Any, int], ...]] = {}
@@ -203,12 +199,8 @@ class _Builder:
         nexts = list(map(edges.__getitem__, graph_nodes))
         del edges
         # every node's inputs in one C-level pass over all edges (node i's: flat[at[i]:at[i] + len(nexts[i])])
-        flat = self.flat_inputs = tuple(map(self.inputs.__getitem__, map(_FIRST, chain.from_iterable(nexts))))
+        self.flat_inputs = tuple(map(self.inputs.__getitem__, map(_FIRST, chain.from_iterable(nexts))))
         self.input_at = [0, *accumulate(map(len, nexts))]
-        if None in flat:  # an input that gets no gradient: which do (1); those, node i's from given_at[i]
-            self.given = bytes(map(_GIVEN, flat))
-            self.flat_given = tuple(compress(flat, self.given))
-            self.given_at = list(map([0, *accumulate(self.given)].__getitem__, self.input_at))
         owners, made_all = (None, False) if self.sources is None else \
             _owners(seq, self.sources, nexts, self.position, self.exact)
         if made_all and isinstance(self.mutations, Mutations):  # a capture kept over a long loop: this graph's
@@ -222,15 +214,15 @@ class _Builder:
             bar.update(start)
             self.fill(nodes, graph_nodes, nexts, start, min(start + step, n))
         bar.close()
-        node_columns = _columns(nodes, 8)
+        node_columns = [*zip(*nodes)] if nodes else [() for _ in range(8)]
         node_columns[2:2] = _source_columns(owners, self.sources, n)
         none = (None,) * n
         node_columns += [none, tuple(map(modules.get, owners)) if owners is not None and modules else none]
         output_names = [self.names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
                         for t in self.outputs]
         position = self.position
-        storages = _columns(self.storage_rows, len(StorageColumns._fields))
-        residuals = ResidualColumns(*_columns(self.res, len(ResidualColumns._fields)))
+        storages = [*zip(*self.storage_rows)] if self.storage_rows else [() for _ in StorageColumns._fields]
+        residuals = ResidualColumns(*(zip(*self.res) if self.res else (() for _ in ResidualColumns._fields)))
         storage_of, n_storages = residuals.storage, len(self.storage_rows)
         storages[3] = Formatted(lambda: _members(storage_of, n_storages))  # each storage's residuals, when read
         residuals = _formatted(residuals, node_columns[0])
@@ -292,8 +284,7 @@ class _Builder:
         res, types, position, okeys = self.res, _TYPES, self.position, self.output_keys
         index_get, storage_rows, shapes = self.storage_index.get, self.storage_rows, self.shapes
         pkeys, names, value_roles = self.parameter_keys, self.names, self.value_roles
-        flat, input_at, needs_of = self.flat_inputs, self.input_at, self.needs_of
-        given, flat_given, given_at = self.given, self.flat_given, self.given_at
+        same_needs, flat, input_at = self.needs_seen.setdefault, self.flat_inputs, self.input_at
         require("saved_slots", "reading what an autograd node saved")  # (slots and attributes, read below)
         add_row, add_res, add_weak, add_storage = rows.append, res.append, self.weaks.append, storage_rows.append
         for i in range(start, stop):
@@ -305,14 +296,11 @@ class _Builder:
                 self.node(rows, gnode, i, nx)
                 continue
             name, op, by_slot, rule_of, _, read_attributes, fill_slots = info
-            at, end = input_at[i], input_at[i + 1]
-            inputs = flat[at:end]
+            inputs = flat[input_at[i]:input_at[i + 1]]
             if None in inputs:  # an input that gets no gradient: not an input, and `needs` says so
-                pattern = given[at:end]
-                needs = needs_of.get(pattern)
-                if needs is None:  # one tuple per pattern (a chain of x * c: 100k nodes)
-                    needs = needs_of[pattern] = tuple(map(bool, pattern))
-                inputs = flat_given[given_at[i]:given_at[i + 1]]
+                needs = tuple(map(_GIVEN, inputs))
+                needs = same_needs(needs, needs)  # one tuple per pattern (a chain of x * c: 100k nodes)
+                inputs = tuple(compress(inputs, needs))
             else:
                 needs = _ALL_NEEDED[len(nx)] if len(nx) < len(_ALL_NEEDED) else (True,) * len(nx)
             first = len(res)
@@ -702,15 +690,6 @@ def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
     tensor_slots = tensor_attributes(type(gnode))
     fill_slots = tuple((*slot, slot[0].startswith("result")) for slot in tensor_slots)  # and whether it is a result
     return name, op_name(gnode), by_slot, rule_of, tensor_slots, read, fill_slots
-
-
-def _columns(rows: list[tuple[Any, ...]], width: int) -> list[tuple[Any, ...]]:
-    """`rows` (tuples of `width` fields each) as `width` columns: one flat list, sliced every `width`th
-    (at 100k rows ~2× quicker than zip(*rows), whose every column steps 100k iterators)."""
-    flat = [*chain.from_iterable(rows)]
-    if len(flat) != width * len(rows):
-        raise AssertionError(f"rows of {width} fields expected, {len(flat)} values in {len(rows)} rows")
-    return [tuple(flat[k::width]) for k in range(width)]
 
 
 def _attribute_values(gnode: Any, read: tuple[tuple[str, ...], Any, bool]) -> tuple[tuple[str, Any], ...]:
