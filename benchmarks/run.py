@@ -506,8 +506,8 @@ def _listed(runs: list[dict[str, float]], key: str) -> str:
 
 def _deep_run_in_new_process(n: int) -> dict[str, float]:
     """_deep_run(n) in a new Python process (its figures, read from its last line)."""
-    done = subprocess.run([sys.executable, __file__, "--deep-run", str(n)], capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--deep-run", str(n)],
+                          capture_output=True, text=True, timeout=600, check=False)
     if done.returncode:
         raise RuntimeError(f"the {n}-node run failed ({done.returncode}):\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -444,7 +444,6 @@ def test_a_checkpointed_product_with_a_constant_is_recomputed_and_not_run_again_
     assert len(runs) == 2 and torch.equal(x.grad, (x * mask).cos().detach() * mask)
 
 
-
 def test_a_loop_of_traces_leaves_the_collectors_schedule_alone():
     """Cycles alive while a trace is built and garbage just after (a loop's temporaries) are collected on
     the collector's own schedule: a trace moves nothing to the oldest generation and resets no count
