@@ -738,6 +738,13 @@ def main() -> int:
     if args.deep_run:
         print(json.dumps(_deep_run(args.deep_run)))
         return 0
+    unknown = [name for name in args.only.split(",") if name.strip() not in BENCHES]
+    if unknown:
+        parser.error(f"--only: no benchmark named {', '.join(unknown)}; there are {', '.join(BENCHES)}")
+    out = Path(args.out)
+    if out.is_dir() or not out.parent.is_dir():  # said now, not after minutes of measuring
+        parser.error(f"--out {args.out}: give a file in a folder that exists, e.g. {out / 'results.json'}"
+                     if out.is_dir() else f"--out {args.out}: the folder {out.parent} does not exist")
     os.environ.setdefault("MPLBACKEND", "Agg")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     print(f"load average at start: {load}; {os.cpu_count()} CPUs; torch {torch.__version__}")
@@ -746,7 +753,7 @@ def main() -> int:
         BENCHES[name.strip()](args.quick)
     load_end = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     print(f"load average at end: {load_end}")
-    Path(args.out).write_text(json.dumps({"torch": torch.__version__, "cpus": os.cpu_count(), "quick": args.quick,
+    out.write_text(json.dumps({"torch": torch.__version__, "cpus": os.cpu_count(), "quick": args.quick,
                                           "load_average": [load, load_end], "results": RESULTS}, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0
