@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import torch
 
-from . import keeper, rules
+from . import derivatives, keeper, rules
 from .errors import NoHistoryError, NotATensorError
 from .frames import Names, cell_counts, where_at
 from .internals import (
@@ -188,7 +188,7 @@ class _Builder:
         leaves, ops = _leaves_and_ops(walk(roots, edges))
         graph_nodes, seq = _forward_order(ops)
         keeper.keep(graph_nodes, self.outputs)
-        self.position = {n: i for i, n in enumerate(graph_nodes)}
+        self.position = dict(zip(graph_nodes, range(len(graph_nodes))))
         # leaves that get gradients: a residual in their storage is theirs (e.g. W.t())
         keys = self.parameter_keys
         for n in leaves:
@@ -295,12 +295,14 @@ class _Builder:
             if info[1] is None:  # a custom Function
                 self.node(rows, gnode, i, nx)
                 continue
-            name, op, by_slot, rule_of, _, read_attributes, fill_slots = info
+            name, op, by_slot, rule_of, _, read_attributes, fill_slots, by_needs = info
             inputs = flat[input_at[i]:input_at[i + 1]]
             if None in inputs:  # an input that gets no gradient: not an input, and `needs` says so
                 needs = tuple(map(_GIVEN, inputs))
                 needs = same_needs(needs, needs)  # one tuple per pattern (a chain of x * c: 100k nodes)
                 inputs = tuple(compress(inputs, needs))
+                # without the slots PyTorch leaves empty for this pattern (x * c saves no x)
+                fill_slots = by_needs.get(needs) or _slots_for(gnode, info, needs)
             else:
                 needs = _ALL_NEEDED[len(nx)] if len(nx) < len(_ALL_NEEDED) else (True,) * len(nx)
             first = len(res)
@@ -388,7 +390,7 @@ class _Builder:
         info = _TYPES.get((kind, len(nexts)))
         if info is None:
             info = _TYPES[(kind, len(nexts))] = _type_info(gnode, len(nexts))
-        name, op, by_slot, rule_of, tensor_slots, read_attributes, _ = info
+        name, op, by_slot, rule_of, tensor_slots, read_attributes, _, _ = info
         if op is None:  # a custom Function: its name is its class's
             op = op_name(gnode)
             attrs = _plain_attributes(attributes(gnode))
@@ -682,14 +684,36 @@ def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
     name = gnode.name()
     by_slot = _rules_of(type(gnode), name, n_inputs)
     if is_custom_function(gnode):
-        return name, None, by_slot, {}, None, None, None
+        return name, None, by_slot, {}, None, None, None, None
     rule_of = {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
     slots = attribute_slots(type(gnode))
     read = (tuple(slot for slot, _ in slots), attrgetter(*(attr for _, attr in slots)), len(slots) == 1) \
         if slots else None
     tensor_slots = tensor_attributes(type(gnode))
     fill_slots = tuple((*slot, slot[0].startswith("result")) for slot in tensor_slots)  # and whether it is a result
-    return name, op_name(gnode), by_slot, rule_of, tensor_slots, read, fill_slots
+    return name, op_name(gnode), by_slot, rule_of, tensor_slots, read, fill_slots, {}
+
+
+def _slots_for(gnode: Any, info: tuple[Any, ...], needs: tuple[bool, ...]) -> tuple[Any, ...]:
+    """fill()'s slots of a node type for one pattern of inputs that get a gradient: without those PyTorch's
+    generated code leaves empty for it (derivatives.saved_for_one_input: a tensor only one input's gradient
+    reads is saved only when that input gets one), kept in `info` for the pattern. The rule is checked on
+    the first node of each pattern: a slot it calls empty that is not, and the type's slots are all read."""
+    name, fill_slots, by_needs = info[0], info[6], info[7]
+    guards = derivatives.saved_for_one_input(name)
+    empty = {slot for slot, k in guards.items() if k < len(needs) and not needs[k]}
+    for slot, raw_attr, value_attr, _ in fill_slots:
+        if slot in empty:
+            raw = getattr(gnode, raw_attr)
+            try:  # (as fill reads a first slot: a hook is never unpacked)
+                held = raw is not None and (type(raw) is tuple or type(raw) is list or raw.unpack_hook is not None
+                                            or getattr(gnode, value_attr) is not None)
+            except RuntimeError:  # released: not this node's to tell
+                return fill_slots
+            if held:  # not as the rule says: every slot is read
+                empty = set()
+    by_needs[needs] = kept = tuple(s for s in fill_slots if s[0] not in empty)
+    return kept
 
 
 def _attribute_values(gnode: Any, read: tuple[tuple[str, ...], Any, bool]) -> tuple[tuple[str, Any], ...]:

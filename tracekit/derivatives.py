@@ -79,8 +79,19 @@ def _arguments(schema: str) -> tuple[str, list[str]]:
     m = re.match(r"(\w+)(\.\w+)?\((.*)\)\s*->", schema)
     if m is None:
         return schema.split("(")[0], []
+    return m.group(1), [p.split("=")[0].split()[-1] for p in _split(m.group(3))]
+
+
+def _argument_parts(schema: str) -> list[str]:
+    """Each argument's type as written, in the order of _arguments (`Tensor? weight=None` -> `Tensor?`)."""
+    m = re.match(r"(\w+)(\.\w+)?\((.*)\)\s*->", schema)
+    return [" ".join(p.split("=")[0].split()[:-1]) for p in _split(m.group(3))] if m else []
+
+
+def _split(arguments: str) -> list[str]:
+    """A schema's argument list split at its top-level commas, the `*` of keyword-only ones left out."""
     depth, part, parts = 0, "", []
-    for c in m.group(3):
+    for c in arguments:
         if c in "[(":
             depth += 1
         elif c in "])":
@@ -91,8 +102,7 @@ def _arguments(schema: str) -> tuple[str, list[str]]:
         else:
             part += c
     parts.append(part)
-    names = [p.split("=")[0].split()[-1] for p in parts if p.strip() and p.strip() != "*"]
-    return m.group(1), names
+    return [p for p in parts if p.strip() and p.strip() != "*"]
 
 
 @functools.cache
@@ -100,7 +110,12 @@ def table() -> dict[str, Derivative]:
     """Every backward node PyTorch's derivatives.yaml defines (Default dispatch), by class name."""
     import yaml
 
-    entries = yaml.load(yaml_path().read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return _named(yaml.load(yaml_path().read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+
+
+def _named(entries: list[dict]) -> dict[str, Derivative]:
+    """The yaml's entries as torchgen names their nodes: a counter per class-name prefix, counting the
+    entries that have a formula, in file order."""
     counter: dict[str, int] = {}
     out: dict[str, Derivative] = {}
     for entry in entries:
@@ -124,6 +139,90 @@ def table() -> dict[str, Derivative]:
         node = f"{prefix}{k}"
         out[node] = Derivative(node, op, spec, tuple(a for a in arguments if a in with_grad), tuple(formulas))
     return out
+
+
+@functools.cache
+def _entries_by_prefix() -> dict[str, list[str]]:
+    """The yaml's entries as text, by the class-name prefix of their op (`MulBackward`): one entry's
+    node is found by reading the few entries of its prefix, not the whole file (~50 ms)."""
+    text = yaml_path().read_text()
+    starts = [m.start() for m in _ENTRY.finditer(text)]
+    found: dict[str, list[str]] = {}
+    for start, end in zip(starts, [*starts[1:], len(text)]):
+        op = _ENTRY.match(text, start).group(1)  # type: ignore[union-attr]
+        found.setdefault(_prefix(op), []).append(text[start:end])
+    return found
+
+
+_ENTRY = re.compile(r"^- name:\s*(\w+)", re.M)
+_NODE_NAME = re.compile(r"(\w+Backward)\d+")
+
+
+def entry(node_name: str) -> Derivative | None:
+    """lookup(node_name) from the entries of its prefix alone (the same Derivative): what the build
+    asks while a trace is made, where reading the whole yaml would cost more than it saves."""
+    if table.cache_info().currsize:  # the whole table is read already
+        return lookup(node_name)
+    m = _NODE_NAME.fullmatch(node_name)
+    if m is None:
+        return None
+    try:
+        texts = _entries_by_prefix().get(m.group(1))
+        if not texts:
+            return None
+        import yaml
+
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        return _named([e for text in texts for e in yaml.load(text, Loader=loader)]).get(node_name)
+    except (ImportError, OSError):
+        return None
+
+
+def saved_for_one_input(node_name: str) -> dict[str, int]:
+    """slot -> the input (its place in next_functions) whose gradient alone reads it, as torchgen's
+    `guard_for` finds it: PyTorch's generated code saves such a tensor only when that input gets a
+    gradient (`x * c` with a constant c saves `c`, not `x`), so its slot is empty otherwise. A slot
+    not listed may be saved whichever inputs get a gradient. Where this cannot tell, it lists less than
+    torchgen would guard, never more: a tensor is taken as read by every formula that names it."""
+    d = entry(node_name)
+    if d is None or "backward" in d.schema.split("(")[0] or len(d.inputs) <= 1:
+        return {}
+    types = _argument_types(d.schema)
+    if any("[]" in types.get(name, "[]") for name in d.inputs):  # a list of tensors among the inputs
+        return {}
+    guarded = {}
+    for name, kind in types.items():
+        if not _PLAIN_TENSOR.fullmatch(kind):  # an optional, a list, a tensor written in place, a number
+            continue
+        used_in = [names for names, formula in d.formulas if _reads_tensor(formula, name)]
+        if len(used_in) == 1 and len(used_in[0]) == 1:  # one formula, for one input
+            guarded[name] = d.inputs.index(used_in[0][0])
+    return guarded
+
+
+_PLAIN_TENSOR = re.compile(r"Tensor(\(\w+\))?")
+# torchgen's REPLACEMENTS (load_derivatives.py): reads of a tensor's metadata it saves as metadata, not
+# the tensor (`self.sym_sizes()` -> `self_sym_sizes`). Some of them, each matching no more than torchgen's
+# (so a formula is taken to read a tensor at least wherever torchgen saves it for it).
+_METADATA_READS = tuple(r"{0}\." + m for m in (
+    r"sym_sizes\(\)", r"sym_blocksize\(\)", r"options\(\)", r"sym_size\(-?\w+\)", r"numel\(\)",
+    r"sym_numel\(\)", r"scalar_type\(\)", r"dim\(\)", r"sym_strides\(\)", r"layout\(\)", r"is_conj\(\)",
+)) + (r"to_args_sizes\({0}\)", r"to_args_sizes_symint\({0}\)", r"to_args_scalartypes\({0}\)",
+      r"TensorGeometry\({0}\)")
+
+
+def _reads_tensor(formula: str, name: str) -> bool:
+    """Whether torchgen would save the argument `name` itself for this formula: named once its metadata
+    reads are taken out (its IDENT_REGEX)."""
+    escaped = re.escape(name)
+    for pattern in _METADATA_READS:
+        formula = re.sub(pattern.format(escaped), "_", formula)
+    return re.search(rf"(^|\W){escaped}($|\W)", formula) is not None
+
+
+def _argument_types(schema: str) -> dict[str, str]:
+    """A schema's arguments: name -> type as written (`Tensor`, `Tensor?`, `Tensor(a!)`, `int[]`)."""
+    return dict(zip(_arguments(schema)[1], _argument_parts(schema)))
 
 
 def lookup(node_name: str) -> Derivative | None:

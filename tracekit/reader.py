@@ -434,7 +434,7 @@ class TraceData:
     @property
     def visible_bytes(self) -> int:
         """Sum of the residuals' own element bytes: the naive estimate from shapes."""
-        return sum(n or 0 for n in self.record.residual_columns.nbytes)
+        return sum(filter(None, self.record.residual_columns.nbytes))  # (None: a value not held)
 
     def summary(self) -> str:
         """One line: nodes, residuals, storages and bytes."""

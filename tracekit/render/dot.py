@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
-from itertools import filterfalse
-from operator import itemgetter
+from itertools import compress, filterfalse
+from operator import itemgetter, not_
 from typing import Any
 
 import graphviz
@@ -83,7 +83,7 @@ def _repeats(ops: list[str], max_period: int = 400) -> tuple[int, int, int] | No
     names = {op: i for i, op in enumerate(dict.fromkeys(ops))}
     if len(names) < 2:
         return None
-    codes = np.fromiter((names[op] for op in ops), dtype=np.int32, count=n)
+    codes = np.fromiter(map(names.__getitem__, ops), dtype=np.int32, count=n)
     change = np.flatnonzero(np.diff(codes)) + 1
     runs = np.diff(np.concatenate(([0], change, [n])))
     if runs.max() > 0.75 * n:
@@ -176,8 +176,12 @@ def _view_runs(trace: TraceData, keep: set[int], outputs: set[int]) -> dict[int,
         run.clear()
 
     c = trace.record.node_columns
-    for i, (name, count) in enumerate(zip(c.name, c.count)):
-        if i in keep and name in VIEWS and not count and i not in outputs:
+    counts = c.count
+    # the view ops found in one C-level pass over the names (a chain of 100k multiplications has none)
+    for i in compress(range(len(c.name)), map(VIEWS.__contains__, c.name)):
+        if run and run[-1] != i - 1:  # the node before it is not in the run: the run ends there
+            close()
+        if i in keep and not counts[i] and i not in outputs:
             run.append(i)
         else:
             close()
@@ -686,9 +690,11 @@ class _Dot:
         plan, keep, add = self.plan, self.keep, self.out.append
         drawn: set[tuple[str, str]] = set()
         lane_pos = {f"f{i}" if type(i) is int else f"f_{i}": k for k, i in enumerate(self.drawn)}
-        for index, inputs in enumerate(self.trace.record.node_columns.inputs):
-            if index not in keep and keep.isdisjoint(inputs):
-                continue  # inside the collapsed box (no drawn node among its inputs: leaves are labels)
+        all_inputs = self.trace.record.node_columns.inputs
+        # the drawn nodes and those with a drawn input (the rest are inside the collapsed box: leaves are labels)
+        edged = keep.union(compress(range(len(all_inputs)), map(not_, map(keep.isdisjoint, all_inputs))))
+        for index in sorted(edged):
+            inputs = all_inputs[index]
             for src in inputs:
                 if type(src) is str:  # a leaf (Node.inputs keeps the input order: leaves and nodes mixed)
                     if index not in keep:
