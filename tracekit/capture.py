@@ -344,10 +344,12 @@ def _trace_recorded(outputs: tuple[torch.Tensor, ...], sources: Sources, mutatio
         named: list[tuple[torch.nn.Module, list[tuple[str, Any, Any, Any]]]] = []
         names = modules.names(caller_names(named), named)
         try:
-            return build_trace(outputs, sources, names, mutations, progress, modules.labels(), _temporaries(outputs),
-                               exact=one_thread and _NEXT_SEQUENCE_NR is not None)
+            trace = build_trace(outputs, sources, names, mutations, progress, modules.labels(), _temporaries(outputs),
+                                exact=one_thread and _NEXT_SEQUENCE_NR is not None)
         finally:
             modules.trees.clear()  # read again by the next trace (a model may change between)
+        del named, names  # the modules' trees read for names: gone before the collector resumes, not scanned
+    return trace
 
 
 def trace(*outputs: torch.Tensor, progress: bool | None = None) -> Trace:
