@@ -152,3 +152,21 @@ def test_a_hook_set_by_hand_on_the_held_slot_is_still_seen() -> None:
     tr = tk.trace(y)
     assert [r.slot for r in tr.residuals] == ["other"] and not unpacked  # read without unpacking through the hook
     assert tr.residuals[0].hook is not None
+
+
+def test_each_entry_read_from_plain_lines_is_what_yaml_reads() -> None:
+    yaml = pytest.importorskip("yaml")
+    texts = [t for ts in derivatives._entries_by_prefix().values() for t in ts]
+    plain = 0
+    for text in texts:
+        entry = derivatives.simple_entry(text)
+        if entry is None:
+            continue
+        plain += 1
+        (read,) = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        assert entry == {k: v if isinstance(v, str) else repr(v) for k, v in read.items()}, text
+    assert plain > len(texts) // 2  # most entries: the rest are read as YAML
+    assert derivatives.simple_entry("- name: f(Tensor self) -> Tensor\n  self: 'quoted'\n") is None
+    assert derivatives.simple_entry("- name: f(Tensor self) -> Tensor\n  output_differentiability: [True]\n") is None
+    assert derivatives.simple_entry("- name: f(Tensor self) -> Tensor\n  self: grad\n    * 2\n") is None
+    assert derivatives.simple_entry("- name: f(Tensor self) -> Tensor\n  flag: true\n") is None
