@@ -367,3 +367,15 @@ def test_a_capture_kept_over_a_training_loop_gives_each_step_its_own_calls():
                [(n.op, n.module, n.source.split(":")[-1] if n.source else None) for n in first.nodes]
     assert abs(len(last.to_json()) - len(first.to_json())) < 200
     assert {n.module for n in last.nodes} == {"Linear", None}  # each called on its own: the outermost
+
+
+def test_a_wrapper_subclass_among_the_callers_variables_is_named_not_fatal() -> None:
+    from torch.testing._internal.two_tensor import TwoTensor  # a wrapper subclass: its storage holds no memory
+
+    x = torch.randn(3, requires_grad=True)
+    pair = TwoTensor(torch.randn(3), torch.randn(3))  # a variable the traced graph never uses
+    tr = tk.trace((x * 2).sum())
+    assert [r.slot for r in tr.residuals] == ["other"]
+    with tk.capture() as cap:
+        y = (x.exp() * pair.a).sum()
+    assert [r.slot for r in cap.trace(y).residuals] == ["result", "other"]

@@ -170,3 +170,58 @@ def test_each_entry_read_from_plain_lines_is_what_yaml_reads() -> None:
     assert derivatives.simple_entry("- name: f(Tensor self) -> Tensor\n  output_differentiability: [True]\n") is None
     assert derivatives.simple_entry("- name: f(Tensor self) -> Tensor\n  self: grad\n    * 2\n") is None
     assert derivatives.simple_entry("- name: f(Tensor self) -> Tensor\n  flag: true\n") is None
+
+
+def _torchgen_guards() -> dict[str, dict[str, int | None]]:
+    """node -> saved input -> the edge torchgen's generated code guards its save on (gen_variable_type.py's
+    guard_for, from load_derivatives' own DifferentiabilityInfo; None: saved whatever gets a gradient, or
+    on a condition over several edges), for the Default nodes of the installed torch."""
+    import os
+
+    import torchgen
+    from torchgen.api.types import BaseCType, tensorT
+    from torchgen.model import ListType, OptionalType
+    from torchgen.packaged.autograd.load_derivatives import load_derivatives
+
+    base = os.path.join(os.path.dirname(torchgen.__file__), "packaged")
+    infos, _ = load_derivatives(os.path.join(base, "autograd", "derivatives.yaml"),
+                                os.path.join(base, "ATen", "native", "native_functions.yaml"),
+                                os.path.join(base, "ATen", "native", "tags.yaml"))
+
+    def is_list(t: object) -> bool:
+        t = t.elem if isinstance(t, OptionalType) else t
+        return isinstance(t, ListType)
+
+    out: dict[str, dict[str, int | None]] = {}
+    for by_key in infos.values():
+        info = by_key.get("Default")
+        if info is None or info.op is None:
+            continue
+        names = [a.name for a in info.args_with_derivatives]
+        guards: dict[str, int | None] = {}
+        for arg in info.all_saved_inputs:
+            if arg.nctype.type != BaseCType(tensorT):
+                continue
+            name = str(arg.nctype.name)
+            used_in = [d for d in info.derivatives if arg in d.saved_inputs]
+            plain = (not any(is_list(a.type) for a in info.args_with_derivatives) and "backward" not in info.name
+                     and len(names) > 1 and len(used_in) == 1 and len(used_in[0].var_names) == 1)
+            guards[name] = names.index(used_in[0].var_names[0]) if plain else None
+        out[info.op] = guards
+    return out
+
+
+@pytest.mark.slow
+def test_every_slot_the_rule_calls_empty_is_one_torchgen_guards_on_that_input() -> None:
+    pytest.importorskip("torchgen.packaged.autograd.load_derivatives")
+    torchgen_guards = _torchgen_guards()
+    named = agreed = 0
+    for node in derivatives.table():
+        ours = derivatives.saved_for_one_input(node)
+        theirs = torchgen_guards.get(node, {})
+        for slot, k in ours.items():
+            named += 1
+            # the slot exists (torchgen saves the tensor) and its save is guarded on the same input
+            assert slot in theirs and theirs[slot] == k, (node, slot, k, theirs)
+            agreed += 1
+    assert named == agreed and named >= 50

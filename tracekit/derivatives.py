@@ -237,8 +237,8 @@ _PLAIN_TENSOR = re.compile(r"Tensor(\(\w+\))?")
 _METADATA_READS = tuple(r"{0}\." + m for m in (
     r"sym_sizes\(\)", r"sym_blocksize\(\)", r"options\(\)", r"sym_size\(-?\w+\)", r"numel\(\)",
     r"sym_numel\(\)", r"scalar_type\(\)", r"dim\(\)", r"sym_strides\(\)", r"layout\(\)", r"is_conj\(\)",
-)) + (r"to_args_sizes\({0}\)", r"to_args_sizes_symint\({0}\)", r"to_args_scalartypes\({0}\)",
-      r"TensorGeometry\({0}\)")
+)) + (r"zeros_like\({0}\)", r"to_args_sizes\({0}\)", r"to_args_sizes_symint\({0}\)",
+      r"to_args_scalartypes\({0}\)", r"TensorGeometry\({0}\)")
 
 
 def _reads_tensor(formula: str, name: str) -> bool:

@@ -47,7 +47,10 @@ def storage_key(t: torch.Tensor) -> StorageKey:
         return ("cpu" if t.is_cpu else device_text(t.device), t.untyped_storage().data_ptr())
     storage = t.untyped_storage()
     if has_data(t):
-        return (device_text(t.device), storage.data_ptr())
+        try:
+            return (device_text(t.device), storage.data_ptr())
+        except RuntimeError:  # a wrapper subclass (TwoTensor, DTensor): its own storage holds no memory
+            pass
     return (f"{t.device} (no data)", storage_identity(storage))
 
 
