@@ -225,3 +225,16 @@ def test_every_slot_the_rule_calls_empty_is_one_torchgen_guards_on_that_input() 
             assert slot in theirs and theirs[slot] == k, (node, slot, k, theirs)
             agreed += 1
     assert named == agreed and named >= 50
+
+
+def test_a_rule_that_cannot_be_read_reads_every_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    x, c = torch.randn(3, requires_grad=True), torch.randn(3)
+    y = (x * c).exp().sum()
+    expected = tk.trace(y).to_json()
+
+    def unreadable(name: str) -> dict[str, int]:
+        raise ValueError("a derivatives.yaml this code cannot read")
+
+    monkeypatch.setattr(derivatives, "saved_for_one_input", unreadable)
+    monkeypatch.setattr(build, "_TYPES", {})
+    assert tk.trace(y).to_json() == expected

@@ -700,7 +700,10 @@ def _slots_for(gnode: Any, info: tuple[Any, ...], needs: tuple[bool, ...]) -> tu
     reads is saved only when that input gets one), kept in `info` for the pattern. The rule is checked on
     the first node of each pattern: a slot it calls empty that is not, and the type's slots are all read."""
     name, fill_slots, by_needs = info[0], info[6], info[7]
-    guards = derivatives.saved_for_one_input(name)
+    try:
+        guards = derivatives.saved_for_one_input(name)
+    except Exception:  # a yaml this torch ships that cannot be read: a speed-up lost, every slot read
+        guards = {}
     empty = {slot for slot, k in guards.items() if k < len(needs) and not needs[k]}
     for slot, raw_attr, value_attr, _ in fill_slots:
         if slot in empty:
