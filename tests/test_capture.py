@@ -379,3 +379,25 @@ def test_a_wrapper_subclass_among_the_callers_variables_is_named_not_fatal() -> 
     with tk.capture() as cap:
         y = (x.exp() * pair.a).sum()
     assert [r.slot for r in cap.trace(y).residuals] == ["result", "other"]
+
+
+def test_a_sparse_leaf_traces_and_a_graph_inside_torch_func_says_why_it_cannot() -> None:
+    indices, values = torch.tensor([[0, 1, 2], [2, 0, 1]]), torch.tensor([1.0, 2.0, 3.0])
+    sparse = torch.sparse_coo_tensor(indices, values, (3, 3), check_invariants=True).requires_grad_()
+    w = torch.randn(3, 2, requires_grad=True)
+    tr = tk.trace(torch.sparse.mm(sparse, w).sum())
+    assert {r.slot for r in tr.residuals} >= {"mat1", "mat2"}
+    tr.backward()
+    assert sparse.grad is not None and sparse.grad.layout == torch.sparse_coo
+
+    raised = []
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        y = (x * x.exp()).sum()
+        with pytest.raises(tk.NoStorageError, match="torch.func") as caught:
+            tk.trace(y)
+        raised.append(caught.value)
+        return y
+
+    torch.func.grad(loss)(torch.randn(3))
+    assert len(raised) == 1 and isinstance(raised[0].__cause__, NotImplementedError)

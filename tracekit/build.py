@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import torch
 
 from . import derivatives, keeper, rules
-from .errors import NoHistoryError, NotATensorError
+from .errors import NoHistoryError, NoStorageError, NotATensorError
 from .frames import Names, cell_counts, where_at
 from .internals import (
     SEQUENCE_NR,
@@ -124,7 +124,16 @@ def build_trace(
     with gc_paused():
         builder = _Builder(outputs, sources, names, mutations or [], modules or {})
         builder.kept, builder.exact = kept, exact
-        return builder.build(roots, progress)
+        try:
+            return builder.build(roots, progress)
+        except NotImplementedError as err:  # PyTorch: "Cannot access storage of TensorWrapper"
+            if "Cannot access storage" not in str(err):
+                raise
+            raise NoStorageError(
+                "this graph's saved values have no storage to read: a graph built inside a torch.func "
+                "transform (grad, vjp, vmap) holds functorch's wrapper tensors. Trace the same computation "
+                "outside the transform: x.requires_grad_(), then tk.trace(loss)."
+            ) from err
 
 
 def _check_outputs(outputs: tuple[Any, ...]) -> list[Any]:

@@ -22,6 +22,10 @@ class NotObservableError(TracekitError, RuntimeError):
     """The trace cannot run or observe backward (for example: built with no outputs)."""
 
 
+class NoStorageError(TracekitError, RuntimeError):
+    """The graph's saved values have no storage to read (a graph built inside a torch.func transform)."""
+
+
 class GraphReleasedError(TracekitError, RuntimeError):
     """The trace's graph is gone: the caller let go of the traced outputs, or the trace was loaded."""
 

@@ -43,9 +43,12 @@ def storage_key(t: torch.Tensor) -> StorageKey:
     Meta and fake tensors have no memory (every data pointer is 0), so for them the key is
     the storage object's own identity (its StorageImpl, which every view shares and which
     stays put while anything holds it)."""
-    if type(t) in _PLAIN and not t.is_meta:  # a real tensor (the common case), without has_data's checks
-        return ("cpu" if t.is_cpu else device_text(t.device), t.untyped_storage().data_ptr())
-    storage = t.untyped_storage()
+    try:
+        if type(t) in _PLAIN and not t.is_meta:  # a real tensor (the common case), without has_data's checks
+            return ("cpu" if t.is_cpu else device_text(t.device), t.untyped_storage().data_ptr())
+        storage = t.untyped_storage()
+    except (NotImplementedError, RuntimeError):  # no storage to read: sparse, torch.func's wrappers
+        return (f"{t.device} ({t.layout}, no storage)", id(t))
     if has_data(t):
         try:
             return (device_text(t.device), storage.data_ptr())
