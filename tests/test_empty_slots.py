@@ -170,6 +170,7 @@ def test_each_entry_read_from_plain_lines_is_what_yaml_reads() -> None:
     assert derivatives.simple_entry("- name: f(Tensor self) -> Tensor\n  output_differentiability: [True]\n") is None
     assert derivatives.simple_entry("- name: f(Tensor self) -> Tensor\n  self: grad\n    * 2\n") is None
     assert derivatives.simple_entry("- name: f(Tensor self) -> Tensor\n  flag: true\n") is None
+    assert derivatives.simple_entry("- name: f(Tensor self) -> Tensor  # a comment\n  self: grad\n") is None
 
 
 def _torchgen_guards() -> dict[str, dict[str, int | None]]:

@@ -189,18 +189,18 @@ def simple_entry(text: str) -> dict[str, str] | None:
     found = _ENTRY_LINE.match(first)
     if found is None:
         return None
-    entry = {"name": found.group(1).strip()}
+    keys = {"name": found.group(1).strip()}
     for line in lines:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         pair = _PLAIN_LINE.match(line)
         if pair is None or _NOT_PLAIN.search(pair.group(2)):
             return None
-        entry[pair.group(1)] = pair.group(2).strip()
-    return entry
+        keys[pair.group(1)] = pair.group(2).strip()
+    return keys
 
 
-_ENTRY_LINE = re.compile(r"- name:\s*([^#'\"].*)$")
+_ENTRY_LINE = re.compile(r"- name:\s*([^#'\"][^#]*)$")  # (a comment after it: read as YAML)
 _PLAIN_LINE = re.compile(r"^  ([A-Za-z_]\w*(?:, *[A-Za-z_]\w*)*): (.*)$")
 # a value YAML would not read as the text itself: quoted, a block, a list or map, an anchor, a comment,
 # a number, a boolean or null, or empty
