@@ -122,6 +122,7 @@ def _programs() -> dict[str, object]:
         "addcmul / lerp / div": lambda: (torch.addcmul(c, c, x) + torch.lerp(c, x, 0.3) + c / x.exp()).sum(),
         "a model on a constant input": lambda: net(c).sum(),
         "in place on a copy": lambda: (x * 1).mul_(c).sum(),
+        "addcmul with only its first input getting a gradient": lambda: torch.addcmul(x, c, c.exp()).sum(),
     }
 
 
@@ -239,3 +240,16 @@ def test_a_rule_that_cannot_be_read_reads_every_slot(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(derivatives, "saved_for_one_input", unreadable)
     monkeypatch.setattr(build, "_TYPES", {})
     assert tk.trace(y).to_json() == expected
+
+
+def test_the_rule_is_asked_once_per_pattern_even_when_it_leaves_no_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = []
+    rule = derivatives.saved_for_one_input
+    monkeypatch.setattr(derivatives, "saved_for_one_input", lambda name: asked.append(name) or rule(name))
+    monkeypatch.setattr(build, "_TYPES", {})
+    x, c1, c2 = torch.randn(3, requires_grad=True), torch.randn(3), torch.randn(3)
+    y = x
+    for _ in range(20):  # addcmul(x, c1, c2) with only x getting a gradient: both saved slots empty
+        y = torch.addcmul(y, c1, c2)
+    tr = tk.trace(y.sum())
+    assert asked == ["AddcmulBackward0"] and len(tr.residuals) == 0

@@ -310,8 +310,10 @@ class _Builder:
                 needs = tuple(map(_GIVEN, inputs))
                 needs = same_needs(needs, needs)  # one tuple per pattern (a chain of x * c: 100k nodes)
                 inputs = tuple(compress(inputs, needs))
-                # without the slots PyTorch leaves empty for this pattern (x * c saves no x)
-                fill_slots = by_needs.get(needs) or _slots_for(gnode, info, needs)
+                # without the slots PyTorch leaves empty for this pattern (x * c saves no x; maybe none left)
+                fill_slots = by_needs.get(needs)
+                if fill_slots is None:
+                    fill_slots = _slots_for(gnode, info, needs)
             else:
                 needs = _ALL_NEEDED[len(nx)] if len(nx) < len(_ALL_NEEDED) else (True,) * len(nx)
             first = len(res)

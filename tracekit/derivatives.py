@@ -76,16 +76,18 @@ def _prefix(name: str) -> str:
 
 def _arguments(schema: str) -> tuple[str, list[str]]:
     """(op name without overload, argument names in order) of a schema line."""
+    op, typed = _signature(schema)
+    return op, [name for name, _ in typed]
+
+
+def _signature(schema: str) -> tuple[str, list[tuple[str, str]]]:
+    """(op name without overload, (name, type as written) of each argument in order) of a schema line:
+    `Tensor? weight=None` -> ("weight", "Tensor?")."""
     m = re.match(r"(\w+)(\.\w+)?\((.*)\)\s*->", schema)
     if m is None:
         return schema.split("(")[0], []
-    return m.group(1), [p.split("=")[0].split()[-1] for p in _split(m.group(3))]
-
-
-def _argument_parts(schema: str) -> list[str]:
-    """Each argument's type as written, in the order of _arguments (`Tensor? weight=None` -> `Tensor?`)."""
-    m = re.match(r"(\w+)(\.\w+)?\((.*)\)\s*->", schema)
-    return [" ".join(p.split("=")[0].split()[:-1]) for p in _split(m.group(3))] if m else []
+    words = [p.split("=")[0].split() for p in _split(m.group(3))]
+    return m.group(1), [(w[-1], " ".join(w[:-1])) for w in words]
 
 
 def _split(arguments: str) -> list[str]:
@@ -213,11 +215,12 @@ def saved_for_one_input(node_name: str) -> dict[str, int]:
     `guard_for` finds it: PyTorch's generated code saves such a tensor only when that input gets a
     gradient (`x * c` with a constant c saves `c`, not `x`), so its slot is empty otherwise. A slot
     not listed may be saved whichever inputs get a gradient. Where this cannot tell, it lists less than
-    torchgen would guard, never more: a tensor is taken as read by every formula that names it."""
+    torchgen would guard, never more: a tensor is taken as read by every formula that names it once
+    the metadata reads torchgen saves apart are taken out (_reads_tensor)."""
     d = entry(node_name)
     if d is None or "backward" in d.schema.split("(")[0] or len(d.inputs) <= 1:
         return {}
-    types = _argument_types(d.schema)
+    types = dict(_signature(d.schema)[1])
     if any("[]" in types.get(name, "[]") for name in d.inputs):  # a list of tensors among the inputs
         return {}
     guarded = {}
@@ -233,7 +236,8 @@ def saved_for_one_input(node_name: str) -> dict[str, int]:
 _PLAIN_TENSOR = re.compile(r"Tensor(\(\w+\))?")
 # torchgen's REPLACEMENTS (load_derivatives.py): reads of a tensor's metadata it saves as metadata, not
 # the tensor (`self.sym_sizes()` -> `self_sym_sizes`). Some of them, each matching no more than torchgen's
-# (so a formula is taken to read a tensor at least wherever torchgen saves it for it).
+# (so a formula is taken to read a tensor at least wherever torchgen saves it for it). Narrower than
+# _METADATA on purpose: that one is for display (which rule reads a value), this one for what is saved.
 _METADATA_READS = tuple(r"{0}\." + m for m in (
     r"sym_sizes\(\)", r"sym_blocksize\(\)", r"options\(\)", r"sym_size\(-?\w+\)", r"numel\(\)",
     r"sym_numel\(\)", r"scalar_type\(\)", r"dim\(\)", r"sym_strides\(\)", r"layout\(\)", r"is_conj\(\)",
@@ -248,11 +252,6 @@ def _reads_tensor(formula: str, name: str) -> bool:
     for pattern in _METADATA_READS:
         formula = re.sub(pattern.format(escaped), "_", formula)
     return re.search(rf"(^|\W){escaped}($|\W)", formula) is not None
-
-
-def _argument_types(schema: str) -> dict[str, str]:
-    """A schema's arguments: name -> type as written (`Tensor`, `Tensor?`, `Tensor(a!)`, `int[]`)."""
-    return dict(zip(_arguments(schema)[1], _argument_parts(schema)))
 
 
 def lookup(node_name: str) -> Derivative | None:
