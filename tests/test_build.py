@@ -1,5 +1,6 @@
 """build.py: source lines for the nodes a call makes on the way to its outputs."""
 
+import pytest
 import torch
 
 import tracekit as tk
@@ -117,3 +118,112 @@ def test_inputs_and_needs_follow_next_functions_whichever_inputs_get_no_gradient
         got = [i if type(i) is int else "leaf" for i in node.inputs]
         assert got == expected, node.name
     assert {(True, False), (False, True), (False, True, False), (True, False, True), (False, False, True)} <= patterns
+
+
+class _Doubled(torch.autograd.Function):
+    """A custom Function: its node is read by build's slow path (node())."""
+
+    @staticmethod
+    def forward(ctx, x):  # type: ignore[no-untyped-def]
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):  # type: ignore[no-untyped-def]
+        return g * 2
+
+
+def _every_kind_of_node(x: torch.Tensor, c: torch.Tensor, steps: int, modify: bool = True,
+                        rare: int = 1) -> torch.Tensor:
+    """A graph with every way build reads a node: the common inline path (x * c saves only c), a custom
+    Function, values packed by save_on_cpu, a list of saved tensors (indexing), a checkpointed region
+    and a node whose second saved value was modified in place after it was
+    saved (its first read, then the node read again, unless not `modify`); `steps` steps, the others `rare`
+    times rarer than every 5th to 19th."""
+    from torch.utils.checkpoint import checkpoint
+
+    v, parts = x, []
+    for k in range(steps):
+        v = (v * 1.0001 + 0) * c
+        if k % (5 * rare) == 0:
+            v = _Doubled.apply(v)
+        if k % (7 * rare) == 0:
+            with torch.autograd.graph.save_on_cpu():
+                v = v.sin()
+        if k % (11 * rare) == 0:
+            v = v[torch.tensor([0, 2, 1, 3, 4, 5, 6, 7])]
+        if k % (13 * rare) == 0:
+            v = checkpoint(lambda t: t.exp().cos(), v, use_reentrant=False)
+        if k % (17 * rare) == 0:
+            a = v.exp()
+            parts.append((v * a).sum())
+            if modify:
+                a.add_(1)  # MulBackward0 saved self (v), then other (a): a is modified now
+        if k % (19 * rare) == 0:
+            parts.append((v * c).sum())
+    return v.sum() + sum(parts)
+
+
+def test_a_large_graphs_rows_moved_by_column_as_made_give_the_record_of_one_transposition(monkeypatch) -> None:
+    """A graph of over 8,192 nodes has its rows moved into columns every 512 as they are made (_Table):
+    its record is the same, JSON and views, as when all are transposed once at the end; every kind of
+    node on the way, the slow path's among them, keeps its residuals and storages."""
+    from tracekit import build
+
+    torch.manual_seed(0)
+    x, c = torch.randn(8, requires_grad=True), torch.randn(8)
+    y = _every_kind_of_node(x, c, 2700, rare=8)
+    moved = tk.trace(y)
+    assert len(moved.nodes) >= build._MOVED_FROM
+    monkeypatch.setattr(build, "_MOVED_FROM", 10**9)
+    once = tk.trace(y)
+    assert moved.to_json() == once.to_json()
+    statuses = {r.status for r in moved.residuals}
+    assert {"live", "modified in place"} <= {str(s) for s in statuses}
+    places = {str(r.place) for r in moved.residuals}
+    assert {"graph", "host (save_on_cpu)", "recomputed in backward (checkpoint)"} <= places
+    assert [len(n.residuals) for n in moved.nodes] == [len(n.residuals) for n in once.nodes]
+    assert str(moved.predict_backward()) == str(once.predict_backward())
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_rows_moved_after_each_part_of_a_small_graph_give_the_same_record(monkeypatch, every: int) -> None:
+    """The same with a move after every part of the build (a node at a time on a small graph), under
+    capture (source lines and modules) and after backward released the values."""
+    from tracekit import build
+
+    torch.manual_seed(0)
+    x, c = torch.randn(8, requires_grad=True), torch.randn(8)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8), torch.nn.GELU())
+    with tk.capture() as cap:
+        y = _every_kind_of_node(net(x), c, 40)
+    expected = cap.trace(y).to_json()
+    monkeypatch.setattr(build, "_MOVED_FROM", 0)
+    monkeypatch.setattr(build, "_MOVED_EVERY", every)
+    assert cap.trace(y).to_json() == expected
+    y = _every_kind_of_node(x, c, 40, modify=False)
+    y.backward()
+    monkeypatch.setattr(build, "_MOVED_FROM", 10**9)
+    released = tk.trace(y).to_json()
+    monkeypatch.setattr(build, "_MOVED_FROM", 0)
+    assert tk.trace(y).to_json() == released
+
+
+def test_a_released_list_of_saved_tensors_traces_as_released() -> None:
+    """After backward, PyTorch refuses to read a node's saved list at all (indexing saves its indices as
+    one): the trace says the slot was released, one row per list, and does not raise PyTorch's error."""
+    from tracekit.saved import saved_slots
+
+    x, idx = torch.randn(8, requires_grad=True), torch.tensor([0, 2, 1])
+    programs = {"IndexBackward0": lambda: (x * 1)[idx].sum(),
+                "IndexPutBackward0": lambda: torch.zeros(8).index_put((idx,), (x * 2)[:3]).sum()}
+    for name, made in programs.items():
+        y = made()
+        node = next(g for g in tk.trace(y).nodes if g.name == name)
+        assert [(r.slot, str(r.status)) for r in node.residuals] == [("indices[0]", "live")]
+        graph_node = y.grad_fn.next_functions[0][0]
+        assert graph_node.name() == name
+        y.backward()
+        node = next(g for g in tk.trace(y).nodes if g.name == name)
+        assert [(r.slot, str(r.status)) for r in node.residuals] == [("indices", "released")]
+        assert [(s.slot, str(s.status)) for s in saved_slots(graph_node)] == [("indices", "released")]

@@ -89,6 +89,43 @@ class Mutations(list):  # type: ignore[type-arg]
         return self[bisect_right(self.ends, first):]
 
 
+_MOVED_FROM = 8192  # nodes: a smaller graph's rows are transposed once, at the end (_Table)
+_MOVED_EVERY = 512  # rows: a larger graph's are moved by column when this many are made
+
+
+class _Table:
+    """A table made a row at a time and kept by column: the rows made so far (`rows`, plain tuples),
+    moved into one list per field every few hundred (`move_some`) while they are still in the cache.
+    Transposing 100k rows at the end reads each row once per field long after it was made: ~9 % of a
+    100k-node trace went to it, most of it waiting for memory."""
+
+    __slots__ = ("rows", "moved", "_columns")
+
+    def __init__(self, width: int) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.moved = 0  # rows moved into the columns so far (row k is rows[k - moved] once moved <= k)
+        self._columns: list[list[Any]] = [[] for _ in range(width)]
+
+    def __len__(self) -> int:
+        return self.moved + len(self.rows)
+
+    def move_some(self, at_least: int) -> None:
+        """Move the rows into the columns when there are `at_least` of them."""
+        rows = self.rows
+        if len(rows) >= at_least:
+            for column, values in zip(self._columns, zip(*rows)):
+                column.extend(values)
+            self.moved += len(rows)
+            rows.clear()
+
+    def columns(self) -> list[tuple[Any, ...]]:
+        """The whole table, one tuple per field."""
+        if not self.moved:  # all rows still as rows (a small table: it fits in the cache): one transposition
+            return [*zip(*self.rows)] if self.rows else [() for _ in self._columns]
+        self.move_some(1)
+        return [tuple(column) for column in self._columns]
+
+
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 
 
@@ -173,10 +210,10 @@ class _Builder:
         self.leaf_roles: dict[str, Role] = {}
         self.label_of: dict[Any, str] = {}  # leaf node -> its label (each leaf is looked up once)
         self.storage_index: dict[StorageKey, int] = {}
-        self.storage_rows: list[tuple[Any, ...]] = []  # one tuple per storage (its residuals: made when read)
+        self.storages = _Table(len(StorageColumns._fields))  # one tuple per storage (its residuals: made when read)
         self.weaks: list[int] = []  # one weak reference per storage
         self.shapes: dict[tuple[int, ...], tuple[int, ...]] = {}  # each shape seen, as one plain tuple
-        self.res: list[tuple[Any, ...]] = []  # one plain tuple per residual: the columns are these, transposed
+        self.residuals = _Table(len(ResidualColumns._fields))  # one plain tuple per residual, then by column
         self.position: dict[Any, int] = {}
         self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
         self.backend = backend_of_outputs(outputs)  # "meta" / "fake": a trace without data
@@ -186,7 +223,7 @@ class _Builder:
         self.inputs: dict[Any, int | str] = {}  # a node's input: graph node -> its index, leaf node -> its label
         self.flat_inputs: tuple[int | str | None, ...] = ()  # every node's inputs, in order (build())
         self.input_at: list[int] = []  # where each node's are in flat_inputs
-        self.rows: list[tuple[Any, ...]] = []  # one plain tuple per node made so far (its name first)
+        self.nodes = _Table(8)  # one plain tuple per node (its name first; no source or module yet), then by column
         self.recomputed = False  # whether a residual is recomputed (a checkpointed region's)
         # fill(): role() of a leaf's value, by (storage key, requires_grad, type)
         self.value_roles: dict[tuple[Any, ...], tuple[Any, ...]] = {}
@@ -217,22 +254,25 @@ class _Builder:
         modules = self.modules
         n = len(graph_nodes)
         bar = Progress(n, "tracing nodes", progress)
-        nodes = self.rows  # one plain tuple per node (no module yet): transposed below
+        tables = (self.nodes, self.residuals, self.storages) if n >= _MOVED_FROM else ()
         step = max(1, n // 100)
         for start in range(0, n, step):  # the bar told once per 1 % of the nodes
             bar.update(start)
-            self.fill(nodes, graph_nodes, nexts, start, min(start + step, n))
+            self.fill(graph_nodes, nexts, start, min(start + step, n))
+            for table in tables:  # a large graph's rows by column as they are made (_Table)
+                table.move_some(_MOVED_EVERY)
         bar.close()
-        node_columns = [*zip(*nodes)] if nodes else [() for _ in range(8)]
+        node_columns = self.nodes.columns()
         node_columns[2:2] = _source_columns(owners, self.sources, n)
         none = (None,) * n
         node_columns += [none, tuple(map(modules.get, owners)) if owners is not None and modules else none]
         output_names = [self.names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
                         for t in self.outputs]
         position = self.position
-        storages = [*zip(*self.storage_rows)] if self.storage_rows else [() for _ in StorageColumns._fields]
-        residuals = ResidualColumns(*(zip(*self.res) if self.res else (() for _ in ResidualColumns._fields)))
-        storage_of, n_storages = residuals.storage, len(self.storage_rows)
+        n_storages = len(self.storages)
+        storages = self.storages.columns()
+        residuals = ResidualColumns(*self.residuals.columns())
+        storage_of = residuals.storage
         storages[3] = Formatted(lambda: _members(storage_of, n_storages))  # each storage's residuals, when read
         residuals = _formatted(residuals, node_columns[0])
         record = Record(
@@ -285,13 +325,14 @@ class _Builder:
         self.label_of[leaf_node] = label
         return label
 
-    def fill(self, rows: list[tuple[Any, ...]], graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]],
-             start: int, stop: int) -> None:
+    def fill(self, graph_nodes: list[Any], nexts: list[tuple[tuple[Any, int], ...]], start: int, stop: int) -> None:
         """The nodes start .. stop - 1, the common case inline: a built-in node whose saved values the
         graph holds itself, plain strided tensors (what node(), residual() and role() would append, with
         each getter read once and fewer calls); any other node through node()."""
-        res, types, position, okeys = self.res, _TYPES, self.position, self.output_keys
-        index_get, storage_rows, shapes = self.storage_index.get, self.storage_rows, self.shapes
+        types, position, okeys = _TYPES, self.position, self.output_keys
+        rows, res, storage_rows = self.nodes.rows, self.residuals.rows, self.storages.rows  # (moved between calls)
+        moved, storages_moved = self.residuals.moved, self.storages.moved
+        index_get, shapes = self.storage_index.get, self.shapes
         pkeys, names, value_roles = self.parameter_keys, self.names, self.value_roles
         same_needs, flat, input_at = self.needs_seen.setdefault, self.flat_inputs, self.input_at
         require("saved_slots", "reading what an autograd node saved")  # (slots and attributes, read below)
@@ -302,7 +343,7 @@ class _Builder:
             if info is None:  # a type not seen yet
                 info = types[(type(gnode), len(nx))] = _type_info(gnode, len(nx))
             if info[1] is None:  # a custom Function
-                self.node(rows, gnode, i, nx)
+                self.node(gnode, i, nx)
                 continue
             name, op, by_slot, rule_of, _, read_attributes, fill_slots, by_needs = info
             inputs = flat[input_at[i]:input_at[i + 1]]
@@ -316,21 +357,20 @@ class _Builder:
                     fill_slots = _slots_for(gnode, info, needs)
             else:
                 needs = _ALL_NEEDED[len(nx)] if len(nx) < len(_ALL_NEEDED) else (True,) * len(nx)
-            first = len(res)
-            # the raw slot of a node's first saved value tells whether its values carry hooks (all are packed under
-            # the hooks active when it was made; an empty slot's SavedTensor never is; one set by hand on a later
-            # slot, SavedTensor.register_hooks, is read through). A raw read costs as much as reading the value.
+            first = moved + len(res)
+            # the raw slot of a node's first saved value tells whether its values carry hooks (all are packed under the
+            # hooks active when it was made; an empty slot never is; one set by hand on a later slot is read through)
             probed = False
             for slot, raw_attr, value_attr, result in fill_slots:
-                if not probed:
-                    raw = getattr(gnode, raw_attr)
-                    if raw is None:
-                        continue
-                    if type(raw) is tuple or type(raw) is list or raw.unpack_hook is not None:
-                        break  # a list, or a hook: node() tells what each slot holds
                 try:
+                    if not probed:
+                        raw = getattr(gnode, raw_attr)
+                        if raw is None:
+                            continue
+                        if type(raw) is tuple or type(raw) is list or raw.unpack_hook is not None:
+                            break  # a list, or a hook: node() tells what each slot holds
                     t = getattr(gnode, value_attr)
-                except RuntimeError:  # released or modified in place
+                except RuntimeError:  # released (a list refuses even its raw read) or modified in place
                     break
                 if t is None:
                     continue
@@ -366,7 +406,7 @@ class _Builder:
                 if storage is None:
                     if (producer is not None or not t.requires_grad) and key not in pkeys and key not in names:
                         # an op's output, or a value that gets no gradient, that nobody named (new_storage's row)
-                        storage = self.storage_index[key] = len(storage_rows)
+                        storage = self.storage_index[key] = storages_moved + len(storage_rows)
                         add_storage((key, storage_object.nbytes(), device, None, (), False, key in okeys, None))
                         add_weak(storage_weak_ref(storage_object))
                     else:
@@ -381,12 +421,12 @@ class _Builder:
                          _VERSION(t), None, None, _values(t) if numel <= 4 else None, (), made, None))
             else:
                 attrs = () if read_attributes is None else _attribute_values(gnode, read_attributes)
-                add_row((name, op, inputs, first, len(res) - first, attrs, by_slot is not None, needs))
+                add_row((name, op, inputs, first, moved + len(res) - first, attrs, by_slot is not None, needs))
                 continue
-            del res[first:]  # a slot that is not a plain held tensor: the node again, each slot read as it is
-            self.node(rows, gnode, i, nx)
+            del res[first - moved:]  # a slot that is not a plain held tensor: the node again, each slot read as it is
+            self.node(gnode, i, nx)
 
-    def node(self, rows: list[tuple[Any, ...]], gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...]) -> None:
+    def node(self, gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...]) -> None:
         """One forward op with its residuals, appended as a plain tuple, each slot read as it is (hooks,
         lists, released or modified values, checkpoints; fill() takes the common node): `nexts` its
         next_functions; its line, call, note and module are columns of their own."""
@@ -410,7 +450,7 @@ class _Builder:
             attrs = _attribute_values(gnode, read_attributes)
         else:
             attrs = ()
-        first = len(self.res)
+        first = len(self.residuals)
         recomputed = False
         for saved in saved_values(gnode, tensor_slots):
             self.residual(i, gnode, saved, by_slot, rule_of, name)
@@ -420,14 +460,15 @@ class _Builder:
             for kept in checkpoint_kept(gnode, self.frames):
                 self.residual(i, gnode, (kept.slot, kept.status, kept.tensor, kept.place, kept.error, kept.hook),
                               None, _CHECKPOINT_RULES)
-        rows.append((name, op, inputs, first, len(self.res) - first, attrs, by_slot is not None, needs))
+        self.nodes.rows.append((name, op, inputs, first, len(self.residuals) - first, attrs, by_slot is not None,
+                                needs))
 
     def residual(self, node: int, gnode: Any, saved: tuple[Any, ...], by_slot: dict[str, str] | None,
                  rule_of: dict[str, str], name: str | None = None) -> None:
         """One saved tensor (saved.saved_values' tuple): its size, storage, role and the rule that reads
         it (`name`: the saving node's name, when the caller has it)."""
         slot, status, t, place, error, hook = saved
-        res = self.res
+        res = self.residuals.rows
         rule = rule_of.get(slot) or rule_of.get("*")
         if rule is None:
             rule = rules.rule_text(slot, by_slot)
@@ -483,8 +524,8 @@ class _Builder:
                 leaf_role = _leaf_role(t, is_param)
         if storage_object is None:
             storage_object = t.untyped_storage()
-        index = self.storage_index[key] = len(self.storage_rows)
-        self.storage_rows.append((key, storage_object.nbytes(), device or device_text(t.device), None,
+        index = self.storage_index[key] = len(self.storages)
+        self.storages.rows.append((key, storage_object.nbytes(), device or device_text(t.device), None,
                                   (var,) if var else (), bool(is_param), key in self.output_keys, leaf_role))
         self.weaks.append(storage_weak_ref(storage_object))
         return index

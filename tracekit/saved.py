@@ -170,7 +170,11 @@ def saved_slots(node: Any) -> list[SavedSlot]:
         ]
     out: list[SavedSlot] = []
     for name, raw_attr, value_attr in tensor_attributes(type(node)):  # self, other, result, ...
-        raw = getattr(node, raw_attr)
+        try:
+            raw = getattr(node, raw_attr)
+        except RuntimeError as err:  # a released list of saved tensors: PyTorch no longer says how many
+            out.append(SavedSlot(name, Status.RELEASED, None, error=str(err)))
+            continue
         if isinstance(raw, (tuple, list)):
             for i, item in enumerate(raw):
                 out.append(_read_raw(node, f"{name}[{i}]", item, lambda i=i, a=value_attr: getattr(node, a)[i]))
@@ -201,7 +205,11 @@ def saved_values(node: Any, slots: tuple[tuple[str, str, str], ...] | None = Non
         slots = tensor_attributes(type(node))
     out: list[tuple[Any, ...]] = []
     for name, raw_attr, value_attr in slots:  # self, other, result, ...
-        raw = getattr(node, raw_attr)
+        try:
+            raw = getattr(node, raw_attr)
+        except RuntimeError as err:  # a released list of saved tensors: PyTorch no longer says how many
+            out.append((name, Status.RELEASED, None, _GRAPH, str(err), None))
+            continue
         if raw is not None and type(raw) is not tuple and type(raw) is not list and raw.unpack_hook is None:
             try:
                 value = getattr(node, value_attr)
