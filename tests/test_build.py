@@ -227,3 +227,28 @@ def test_a_released_list_of_saved_tensors_traces_as_released() -> None:
         node = next(g for g in tk.trace(y).nodes if g.name == name)
         assert [(r.slot, str(r.status)) for r in node.residuals] == [("indices", "released")]
         assert [(s.slot, str(s.status)) for s in saved_slots(graph_node)] == [("indices", "released")]
+
+
+def test_forward_order_is_by_sequence_number_whether_the_walk_met_the_nodes_newest_first_or_not() -> None:
+    """A chain is walked newest first (no sort needed); a graph with branches is not: both come out by
+    sequence number, and the map from a node's number to its row (made when first asked) follows it."""
+    from tracekit.build import _forward_order, _leaves_and_ops
+    from tracekit.internals import SEQUENCE_NR
+    from tracekit.live import walk
+
+    x = torch.randn(4, requires_grad=True)
+    v = x
+    for _ in range(30):
+        v = v * 1.5
+    b = x.sin()
+    branched = (x.exp() * 2 + b).sum()  # the add's second input (b) is older than its first: walked first
+    for y in (v.sum(), branched):
+        ops = _leaves_and_ops(walk([y.grad_fn]))[1]
+        nodes, seq, unique = _forward_order(ops)
+        expected = sorted(ops, key=SEQUENCE_NR)
+        assert nodes == expected and seq == [SEQUENCE_NR(g) for g in expected] and unique
+        tr = tk.trace(y)
+        assert tr._live.index_by_seq == {s: i for i, s in enumerate(seq)}
+        assert [n.name for n in tr.nodes] == [g.name() for g in expected]
+    walked = _leaves_and_ops(walk([branched.grad_fn]))[1]
+    assert [SEQUENCE_NR(g) for g in walked] != sorted(map(SEQUENCE_NR, walked), reverse=True)  # not newest first

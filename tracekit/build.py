@@ -9,8 +9,8 @@ import dataclasses
 import functools
 import re
 from bisect import bisect_right
-from itertools import accumulate, chain, compress
-from operator import attrgetter, is_not, itemgetter, not_
+from itertools import accumulate, chain, compress, islice
+from operator import attrgetter, gt, is_not, itemgetter, not_
 from types import CodeType
 from typing import Any, Protocol
 
@@ -232,7 +232,7 @@ class _Builder:
     def build(self, roots: list[Any], progress: bool | None) -> Trace:
         edges: dict[Any, tuple[tuple[Any, int], ...]] = {}
         leaves, ops = _leaves_and_ops(walk(roots, edges))
-        graph_nodes, seq = _forward_order(ops)
+        graph_nodes, seq, unique = _forward_order(ops)
         keeper.keep(graph_nodes, self.outputs)
         self.position = dict(zip(graph_nodes, range(len(graph_nodes))))
         # leaves that get gradients: a residual in their storage is theirs (e.g. W.t())
@@ -282,9 +282,8 @@ class _Builder:
             self.sources is not None, tuple(self.mutations), self.backend, self.cache(graph_nodes))
         if self.backend is not None:
             record = _with_notes(record, self.backend)
-        seqs = dict(zip(seq, range(n)))
-        live = Live(self.outputs, seqs if len(seqs) == n else None, self.kept,
-                    shared_hook_dict(graph_nodes, seq) if len(seqs) == n else None)
+        live = Live(self.outputs, seq if unique else None, self.kept,
+                    shared_hook_dict(graph_nodes, seq) if unique else None)
         return Trace(record, live, weaks=tuple(self.weaks))
 
     def cache(self, graph_nodes: list[Any]) -> tuple[CachedValue, ...]:
@@ -578,16 +577,19 @@ def _leaves_and_ops(nodes: list[Any]) -> tuple[list[Any], list[Any]]:
     return list(compress(nodes, is_leaf)), list(compress(nodes, map(not_, is_leaf)))
 
 
-def _forward_order(ops: list[Any]) -> tuple[list[Any], list[int]]:
-    """The op nodes in forward order (by sequence number) and their sequence numbers, each read once
-    (the nodes of other threads may share a number: then sorted by it, in walk order where equal)."""
+def _forward_order(ops: list[Any]) -> tuple[list[Any], list[int], bool]:
+    """The op nodes in forward order (by sequence number), their sequence numbers, each read once, and
+    whether no two share one (the nodes of other threads may: then sorted by it, in walk order where equal)."""
     numbers = list(map(SEQUENCE_NR, ops))
+    if all(map(gt, numbers, islice(numbers, 1, None))):  # walked newest first (a chain): no sort
+        numbers.reverse()
+        return ops[::-1], numbers, True
     by_number = dict(zip(numbers, ops))
     if len(by_number) == len(ops):
         seq = sorted(by_number)
-        return list(map(by_number.__getitem__, seq)), seq
+        return list(map(by_number.__getitem__, seq)), seq, True
     order = sorted(range(len(ops)), key=numbers.__getitem__)
-    return [ops[i] for i in order], [numbers[i] for i in order]
+    return [ops[i] for i in order], [numbers[i] for i in order], False
 
 
 def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int], ...]],

@@ -76,16 +76,28 @@ class Live:
     observed backward needs no walk: the outputs' nodes still being the traced ones (`roots`:
     their sequence numbers and names) says the graph is the traced one (its nodes never change)."""
 
-    __slots__ = ("outputs", "index_by_seq", "kept", "hooks", "roots")
+    __slots__ = ("outputs", "_seq", "_index_by_seq", "kept", "hooks", "roots")
 
-    def __init__(self, outputs: tuple[torch.Tensor, ...], index_by_seq: dict[int, int] | None = None,
+    def __init__(self, outputs: tuple[torch.Tensor, ...], seq: list[int] | None = None,
                  kept: tuple[bool, ...] = (), hooks: HookDicts | None = None) -> None:
         self.outputs = tuple(weakref.ref(t) for t in outputs)
-        self.index_by_seq = index_by_seq
+        self._seq = seq  # the nodes' sequence numbers in forward order, no two alike (None: unknown)
+        self._index_by_seq: dict[int, int] | None = None
         self.kept = tuple(t for t, keep in zip(outputs, kept) if keep)
         # held weakly: a dict goes with the last node it hooks (and the build's record of it with it)
         self.hooks = None if hooks is None else tuple(map(weakref.ref, hooks))
         self.roots = _roots(outputs)
+
+    @property
+    def index_by_seq(self) -> dict[int, int] | None:
+        """Each node's index by its sequence number (made when first asked: a trace never observed needs none)."""
+        if self._index_by_seq is None and self._seq is not None:
+            self._index_by_seq, self._seq = dict(zip(self._seq, range(len(self._seq)))), None
+        return self._index_by_seq
+
+    @index_by_seq.setter
+    def index_by_seq(self, index: dict[int, int] | None) -> None:
+        self._index_by_seq, self._seq = index, None
 
     def hooked(self) -> tuple[HookDicts, Callable[[int], int | None]] | None:
         """(the hook dicts registered at build, a node's sequence number -> its index in the record)
