@@ -347,9 +347,7 @@ class _Builder:
             name, op, by_slot, rule_of, _, read_attributes, fill_slots, by_needs = info
             inputs = flat[input_at[i]:input_at[i + 1]]
             if None in inputs:  # an input that gets no gradient: not an input, and `needs` says so
-                needs = tuple(map(_GIVEN, inputs))
-                needs = same_needs(needs, needs)  # one tuple per pattern (a chain of x * c: 100k nodes)
-                inputs = tuple(compress(inputs, needs))
+                needs, inputs = _given(inputs, same_needs)
                 # without the slots PyTorch leaves empty for this pattern (x * c saves no x; maybe none left)
                 fill_slots = by_needs.get(needs)
                 if fill_slots is None:
@@ -722,6 +720,19 @@ _STRIDED, _TENSOR, _PARAMETER_TYPE = torch.strided, torch.Tensor, torch.nn.Param
 _ALL_NEEDED = tuple((True,) * n for n in range(8))  # `needs` of a node whose every input gets a gradient
 _FIRST = itemgetter(0)  # a next_functions pair's node
 _GIVEN = functools.partial(is_not, None)  # _GIVEN(x): x is not None (an input that gets a gradient)
+_FIRST_ONLY, _SECOND_ONLY, _NEITHER = (True, False), (False, True), (False, False)
+
+
+def _given(inputs: tuple[Any, ...], same_needs: Any) -> tuple[tuple[bool, ...], tuple[Any, ...]]:
+    """(`needs`, the inputs that get a gradient) of a node whose `inputs` include None (no gradient):
+    two inputs (x * c, c * x) without a pass; `same_needs` keeps one tuple per other pattern."""
+    if len(inputs) == 2:
+        first, second = inputs
+        if second is None:
+            return (_FIRST_ONLY, (first,)) if first is not None else (_NEITHER, ())
+        return _SECOND_ONLY, (second,)
+    needs = tuple(map(_GIVEN, inputs))
+    return same_needs(needs, needs), tuple(compress(inputs, needs))
 _MADE = (_INTERMEDIATE, _OUTPUT)  # an op's output's Role, by whether it is a traced output's storage
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
 _TYPES: dict[tuple[type, int], tuple[Any, ...]] = {}
