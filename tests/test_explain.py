@@ -2,6 +2,7 @@
 unchanged, and gain a note naming the residual, who released or bumped it, and what each fix
 costs; the costs are checked by running the fixed program."""
 
+import contextlib
 import inspect
 
 import pytest
@@ -196,6 +197,29 @@ def test_after_the_fact_from_the_traceback():
     assert (facts.residual.label, facts.residual.nbytes, facts.mutations) == ("#0 MulBackward0.other", 48, ())
     assert "ran unwatched" in _note(err)
     assert tk.explain(err) is err and len(err.__notes__) == 1  # explained once
+
+
+def _twice_through_indexing(explained: bool):
+    x, _ = _leaves()
+    idx = torch.tensor([2, 0, 1])
+    with tk.explain() if explained else contextlib.nullcontext():
+        y = (x.exp()[idx] * 2).sum()  # forward-indexed
+        y.backward()  # first-indexed
+        y.backward()
+
+
+def test_a_second_backward_through_indexing_is_explained_during_and_after_the_fact():
+    """Indexing saves its indices as a list, which PyTorch refuses even to list once released: the
+    graph is still read (the list as one released value) and the note names what backward needed."""
+    err = _error(lambda: _twice_through_indexing(True))
+    facts = explanation_of(err)
+    assert facts.kind == "second" and facts.residual.label == "#2 MulBackward0.other"
+    assert facts.shown.node.source == _line("forward-indexed") and facts.earlier_line == _line("first-indexed")
+    assert "this backward needed #2 MulBackward0.other (() int64, 8 B)" in _note(err)
+    err = _error(lambda: _twice_through_indexing(False))
+    assert tk.explain(err) is err
+    assert explanation_of(err).residual.label == "#2 MulBackward0.other"
+    assert "(shape unknown (freed before tracing)), saved by `mul`" in _note(err)
 
 
 def test_other_errors_and_working_programs_are_untouched():
