@@ -721,6 +721,11 @@ _ALL_NEEDED = tuple((True,) * n for n in range(8))  # `needs` of a node whose ev
 _FIRST = itemgetter(0)  # a next_functions pair's node
 _GIVEN = functools.partial(is_not, None)  # _GIVEN(x): x is not None (an input that gets a gradient)
 _FIRST_ONLY, _SECOND_ONLY, _NEITHER = (True, False), (False, True), (False, False)
+_MADE = (_INTERMEDIATE, _OUTPUT)  # an op's output's Role, by whether it is a traced output's storage
+_CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
+_TYPES: dict[tuple[type, int], tuple[Any, ...]] = {}
+_NO_GRAD_CONSTANT = ("constant (no grad)", None, None, _CONSTANT)  # role() of a constant nobody named
+_OUTPUT_OF_THIS, _OUTPUT_OF = 1, 2  # role codes: `output of #3 MulBackward0 (this node)`, `output of #3 MulBackward0`
 
 
 def _given(inputs: tuple[Any, ...], same_needs: Any) -> tuple[tuple[bool, ...], tuple[Any, ...]]:
@@ -733,11 +738,6 @@ def _given(inputs: tuple[Any, ...], same_needs: Any) -> tuple[tuple[bool, ...], 
         return _SECOND_ONLY, (second,)
     needs = tuple(map(_GIVEN, inputs))
     return same_needs(needs, needs), tuple(compress(inputs, needs))
-_MADE = (_INTERMEDIATE, _OUTPUT)  # an op's output's Role, by whether it is a traced output's storage
-_CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
-_TYPES: dict[tuple[type, int], tuple[Any, ...]] = {}
-_NO_GRAD_CONSTANT = ("constant (no grad)", None, None, _CONSTANT)  # role() of a constant nobody named
-_OUTPUT_OF_THIS, _OUTPUT_OF = 1, 2  # role codes: `output of #3 MulBackward0 (this node)`, `output of #3 MulBackward0`
 
 
 def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
