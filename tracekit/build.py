@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 from bisect import bisect_right
 from itertools import accumulate, chain, compress, islice
@@ -212,7 +213,7 @@ class _Builder:
         self.storage_index: dict[StorageKey, int] = {}
         self.storages = _Table(len(StorageColumns._fields))  # one tuple per storage (its residuals: made when read)
         self.weaks: list[int] = []  # one weak reference per storage
-        self.shapes: dict[tuple[int, ...], tuple[int, ...]] = {}  # each shape seen, as one plain tuple
+        self.shapes: dict[Any, tuple[tuple[int, ...], int]] = {}  # each shape seen: one plain tuple, its numel
         self.residuals = _Table(len(ResidualColumns._fields))  # one plain tuple per residual, then by column
         self.position: dict[Any, int] = {}
         self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
@@ -408,14 +409,12 @@ class _Builder:
                         add_weak(storage_weak_ref(storage_object))
                     else:
                         storage = self.new_storage(key, t, device, storage_object, producer)
-                numel, dtype, size = t.numel(), t.dtype, t.shape
-                shape = shapes.get(size)  # one tuple per distinct shape (fewer objects for the collector)
-                if shape is None:
-                    shape = tuple(size)
-                    shapes[shape] = shape
-                add_res((i, slot, shape, _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device,
-                         numel * t.element_size(), storage, role, rule_of[slot], from_node, from_name, _GRAPH, _LIVE,
-                         _VERSION(t), None, None, _values(t) if numel <= 4 else None, (), made, None))
+                size, dtype = t.shape, t.dtype
+                shape, numel = shapes.get(size) or _new_shape(shapes, size)  # each shape seen: one tuple, its numel
+                text, itemsize = _DTYPES.get(dtype) or _new_dtype(dtype)
+                add_res((i, slot, shape, text, device, numel * itemsize, storage, role, rule_of[slot], from_node,
+                         from_name, _GRAPH, _LIVE, _VERSION(t), None, None, _values(t) if numel <= 4 else None, (),
+                         made, None))
             else:
                 attrs = () if read_attributes is None else _attribute_values(gnode, read_attributes)
                 add_row((name, op, inputs, first, moved + len(res) - first, attrs, by_slot is not None, needs))
@@ -804,6 +803,20 @@ def _rules_of(kind: type, name: str, n_inputs: int) -> dict[str, str] | None:
 
 
 _DTYPE_TEXT: dict[torch.dtype, str] = {}
+_DTYPES: dict[torch.dtype, tuple[str, int]] = {}  # dtype -> its text, bytes per element (fill's cache)
+
+
+def _new_dtype(dtype: torch.dtype) -> tuple[str, int]:
+    """A dtype fill has not seen: its text and its bytes per element, kept."""
+    found = _DTYPES[dtype] = (_dtype_text(dtype), dtype.itemsize)
+    return found
+
+
+def _new_shape(shapes: dict[Any, tuple[tuple[int, ...], int]], size: torch.Size) -> tuple[tuple[int, ...], int]:
+    """A shape fill has not seen in this trace: one plain tuple for all its residuals (fewer objects for
+    the collector) and its number of elements, kept in `shapes`."""
+    found = shapes[size] = (tuple(size), math.prod(size))
+    return found
 
 
 def _dtype_text(dtype: torch.dtype) -> str:

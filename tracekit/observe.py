@@ -45,8 +45,7 @@ class Observer:
         self.index_of = index_of  # key(graph node) -> its index in the record (None: not in this trace)
         self.key = key  # a node's sequence number (SEQUENCE_NR) or its id
         self.order: list[int] = []  # node index per step
-        self.released: list[tuple[int, ...] | range | list[int]] = []  # per step: residual indexes
-        self.releases: list[int] = []  # the steps that released something
+        self.released: list[tuple[int, ...]] = []  # per step: residual indexes
         self.freed: list[tuple[int, ...]] = []  # per step: storage indexes
         self.released_at: list[int | None] = [None] * record.n_residuals
         self.freed_at: list[int | None] = [None] * record.n_storages
@@ -59,13 +58,14 @@ class Observer:
         st = record.storage_columns
         # a storage the graph lets go of entirely is watched; parameters and outputs are settled in finish()
         self.watched = [not (p or o) for p, o in zip(st.is_parameter, st.is_output)]
-        self.live: dict[int, list[int]] | None = None  # node -> residuals still held, where some were gone
+        self.live: dict[int, tuple[int, ...]] | None = None  # node -> residuals still held, where some were gone
+        self.ids = tuple(range(record.n_residuals))  # node i's residuals: ids[first:first + count], a tuple
         if not keep:  # with retain_graph nothing is released: nothing to watch
             status = res.status
             if Status.RELEASED in status:  # some were gone when traced: only the others are held
                 self.live = {}
                 for i, (first, count) in enumerate(zip(nodes.first, nodes.count)):
-                    held = [j for j in range(first, first + count) if status[j] is not Status.RELEASED]
+                    held = tuple([j for j in range(first, first + count) if status[j] is not Status.RELEASED])
                     if held:
                         self.live[i] = held
                 counted = [self.storage[j] for held in self.live.values() for j in held]
@@ -92,7 +92,7 @@ class Observer:
         locals: whether the last step released its node's values (is_released: one raw slot read)
         and which watched storages died since (those the graph let go of before, then at that step)."""
         index_of, key, on_step, data = self.index_of, self.key, self.on_step, self.trace._data
-        order, released, freed, releases = self.order, self.released, self.freed, self.releases
+        order, released, freed, ids = self.order, self.released, self.freed, self.ids
         released_at, freed_at, weaks, pending = self.released_at, self.freed_at, self.weaks, self.pending
         firsts, counts, slots, storages = self.first, self.count, self.slot, self.storage
         unreleased, watched, live, keep = self.unreleased, self.watched, self.live, self.keep
@@ -121,12 +121,11 @@ class Observer:
             if k >= 0 and counts[last] and not keep:
                 if live is None:
                     first = firsts[last]
-                    held: range | list[int] | None = range(first, first + counts[last])
+                    held: tuple[int, ...] | None = ids[first:first + counts[last]]
                 else:
                     held = live.pop(last, None)
                 if held and is_released(last_node, slots[held[0]]):
-                    released[k] = held  # a tuple in finish()
-                    releases.append(k)
+                    released[k] = held
                     for j in held:
                         released_at[j] = k
                         s = storages[j]
@@ -169,8 +168,6 @@ class Observer:
             self.freed[last] = (*self.freed[last], *late)
         self.live = None  # what backward no longer needs: plain tuples from here on (no list for the collector)
         self.unreleased, self.pending = {}, []
-        for k in self.releases:  # a range or a list while backward ran
-            self.released[k] = tuple(self.released[k])
         released, freed = tuple(self.released), tuple(self.freed)
         self.released, self.freed = released, freed  # type: ignore[assignment]
         made = _Lifetimes(self.record, tuple(self.released_at), tuple(freed_at), tuple(alive), self.keep)
