@@ -252,3 +252,21 @@ def test_forward_order_is_by_sequence_number_whether_the_walk_met_the_nodes_newe
         assert [n.name for n in tr.nodes] == [g.name() for g in expected]
     walked = _leaves_and_ops(walk([branched.grad_fn]))[1]
     assert [SEQUENCE_NR(g) for g in walked] != sorted(map(SEQUENCE_NR, walked), reverse=True)  # not newest first
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (2, 3), (0,), (2, 0, 3), (1, 1, 2, 2)])
+def test_each_saved_tensors_bytes_shape_and_dtype_are_its_own_whatever_was_seen_before(shape) -> None:
+    # fill keeps each shape's element count and each dtype's bytes per element once read: tensors of one
+    # shape and many dtypes, and of one dtype and many shapes, in one graph and in a graph after it
+    x = torch.ones(shape, requires_grad=True)
+    dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int64, torch.bool,
+              torch.complex64]
+    constants = [torch.ones(shape, dtype=dt) for dt in dtypes] + [torch.ones((3, *shape), dtype=torch.int16)]
+    for _ in range(2):  # the second trace meets every shape and dtype again
+        y = sum((x * c).real.sum() if c.is_complex() else (x * c).sum() for c in constants)
+        saved = [r for r in tk.trace(y).residuals if r.slot == "other"]
+        assert len(saved) == len(constants)
+        for r, c in zip(saved, constants):
+            assert r.shape == tuple(c.shape)
+            assert r.nbytes == c.numel() * c.element_size()
+            assert r.dtype == str(c.dtype).removeprefix("torch.")

@@ -298,3 +298,23 @@ def test_walking_again_observes_the_same_backward(without):
     order, lifetimes, grad = observed(False)
     again = observed(True)
     assert len(order) == 8 and again[0] == order and again[1] == lifetimes and torch.equal(again[2], grad)
+
+
+@pytest.mark.parametrize("retain", [False, True])
+def test_each_steps_releases_are_a_tuple_of_its_nodes_residuals(retain):
+    # each step's released residuals are a plain tuple of residual indexes: all the residuals of the node that
+    # ran at that step, or none (none at all when the graph is retained); seen the same while backward runs
+    a = torch.randn(3, requires_grad=True)
+    y = (a.exp() * a.sin()).sum() + (a * 2).tanh().sum()
+    tr = tk.trace(y)
+    held = {n.index: tuple(r.index for r in n.residuals) for n in tr.nodes}
+    during = []
+    tr.backward(retain_graph=retain,
+                on_step=lambda s: during.append(({r.index for r in tr.residuals if r.released_at is not None},
+                                                 [tuple(r.index for r in step.released) for step in tr.steps[:-1]])))
+    lifetimes = tr.lifetimes()
+    assert all(type(r) is tuple for r in lifetimes.released) and len(lifetimes.released) == len(lifetimes.order)
+    assert [r for r in lifetimes.released if r] == ([] if retain else [held[i] for i in lifetimes.order if held[i]])
+    assert sum(map(len, lifetimes.released)) == (0 if retain else len(tr.residuals)) and len(tr.residuals) == 6
+    assert during == [(set().union(*lifetimes.released[:k]), list(lifetimes.released[:k]))
+                      for k in range(len(lifetimes.order))]
