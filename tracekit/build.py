@@ -345,7 +345,7 @@ class _Builder:
             if info[1] is None:  # a custom Function
                 self.node(gnode, i, nx)
                 continue
-            name, op, by_slot, rule_of, _, read_attributes, fill_slots, by_needs = info
+            name, op, by_slot, rule_of, _, read_attributes, fill_slots, by_needs, needs = info
             inputs = flat[input_at[i]:input_at[i + 1]]
             if None in inputs:  # an input that gets no gradient: not an input, and `needs` says so
                 needs, inputs = _given(inputs, same_needs)
@@ -353,8 +353,6 @@ class _Builder:
                 fill_slots = by_needs.get(needs)
                 if fill_slots is None:
                     fill_slots = _slots_for(gnode, info, needs)
-            else:
-                needs = _ALL_NEEDED[len(nx)] if len(nx) < len(_ALL_NEEDED) else (True,) * len(nx)
             first = moved + len(res)
             # the raw slot of a node's first saved value tells whether its values carry hooks (all are packed under the
             # hooks active when it was made; an empty slot never is; one set by hand on a later slot is read through)
@@ -437,7 +435,7 @@ class _Builder:
         info = _TYPES.get((kind, len(nexts)))
         if info is None:
             info = _TYPES[(kind, len(nexts))] = _type_info(gnode, len(nexts))
-        name, op, by_slot, rule_of, tensor_slots, read_attributes, _, _ = info
+        name, op, by_slot, rule_of, tensor_slots, read_attributes, _, _, _ = info
         if op is None:  # a custom Function: its name is its class's
             op = op_name(gnode)
             attrs = _plain_attributes(attributes(gnode))
@@ -743,19 +741,21 @@ def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
     """What does not change per node type (and number of inputs): its name, its op (None for a custom
     Function, named by its class), the formulas by slot, each tensor slot's rule text, its tensor slots,
     (its attribute slots' names, one getter of their values, whether there is one) or None for no
-    attributes, and its tensor slots again with whether each is a result (fill's loop); the last
-    three None for a custom Function."""
+    attributes, its tensor slots again with whether each is a result (fill's loop), those by pattern of
+    inputs that get a gradient (_slots_for), and `needs` where every input gets one; for a custom
+    Function only its name and formulas (the rest None or empty)."""
     name = gnode.name()
     by_slot = _rules_of(type(gnode), name, n_inputs)
     if is_custom_function(gnode):
-        return name, None, by_slot, {}, None, None, None, None
+        return name, None, by_slot, {}, None, None, None, None, None
     rule_of = {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
     slots = attribute_slots(type(gnode))
     read = (tuple(slot for slot, _ in slots), attrgetter(*(attr for _, attr in slots)), len(slots) == 1) \
         if slots else None
     tensor_slots = tensor_attributes(type(gnode))
     fill_slots = tuple((*slot, slot[0].startswith("result")) for slot in tensor_slots)  # and whether it is a result
-    return name, op_name(gnode), by_slot, rule_of, tensor_slots, read, fill_slots, {}
+    needs = _ALL_NEEDED[n_inputs] if n_inputs < len(_ALL_NEEDED) else (True,) * n_inputs
+    return name, op_name(gnode), by_slot, rule_of, tensor_slots, read, fill_slots, {}, needs
 
 
 def _slots_for(gnode: Any, info: tuple[Any, ...], needs: tuple[bool, ...]) -> tuple[Any, ...]:
