@@ -426,16 +426,14 @@ class _Builder:
         next_functions; its line, call, note and module are columns of their own."""
         lookup = self.inputs
         inputs = tuple([lookup[n] for n, _ in nexts if n is not None])
-        if len(inputs) == len(nexts):  # every input gets a gradient
-            needs = _ALL_NEEDED[len(nexts)] if len(nexts) < len(_ALL_NEEDED) else (True,) * len(nexts)
-        else:  # an input that gets no gradient (None): not an input, and `needs` says so
-            needs = tuple([n is not None for n, _ in nexts])
-            needs = self.needs_seen.setdefault(needs, needs)
         kind = type(gnode)
         info = _TYPES.get((kind, len(nexts)))
         if info is None:
             info = _TYPES[(kind, len(nexts))] = _type_info(gnode, len(nexts))
-        name, op, by_slot, rule_of, tensor_slots, read_attributes, _, _, _ = info
+        name, op, by_slot, rule_of, tensor_slots, read_attributes, _, _, needs = info
+        if len(inputs) != len(nexts):  # an input that gets no gradient (None): not an input, and `needs` says so
+            needs = tuple([n is not None for n, _ in nexts])
+            needs = self.needs_seen.setdefault(needs, needs)
         if op is None:  # a custom Function: its name is its class's
             op = op_name(gnode)
             attrs = _plain_attributes(attributes(gnode))
@@ -497,7 +495,7 @@ class _Builder:
         numel, dtype = t.numel(), t.dtype
         # a plain tensor with a storage read above is strided and has data: no checks to repeat
         preview = None if numel > 4 else _values(t) if storage_object is not None else _preview(t)
-        res.append((node, slot, tuple(t.shape), _DTYPE_TEXT.get(dtype) or _dtype_text(dtype), device,
+        res.append((node, slot, tuple(t.shape), _dtype_text(dtype), device,
                     numel * t.element_size(), storage, role, rule, from_node, from_name, place, status, version,
                     error, saved_version, preview, modified_by, made, hook))
 
@@ -743,18 +741,18 @@ def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
     (its attribute slots' names, one getter of their values, whether there is one) or None for no
     attributes, its tensor slots again with whether each is a result (fill's loop), those by pattern of
     inputs that get a gradient (_slots_for), and `needs` where every input gets one; for a custom
-    Function only its name and formulas (the rest None or empty)."""
+    Function only its name, formulas and that `needs` (the rest None or empty)."""
     name = gnode.name()
     by_slot = _rules_of(type(gnode), name, n_inputs)
+    needs = _ALL_NEEDED[n_inputs] if n_inputs < len(_ALL_NEEDED) else (True,) * n_inputs
     if is_custom_function(gnode):
-        return name, None, by_slot, {}, None, None, None, None, None
+        return name, None, by_slot, {}, None, None, None, None, needs
     rule_of = {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
     slots = attribute_slots(type(gnode))
     read = (tuple(slot for slot, _ in slots), attrgetter(*(attr for _, attr in slots)), len(slots) == 1) \
         if slots else None
     tensor_slots = tensor_attributes(type(gnode))
     fill_slots = tuple((*slot, slot[0].startswith("result")) for slot in tensor_slots)  # and whether it is a result
-    needs = _ALL_NEEDED[n_inputs] if n_inputs < len(_ALL_NEEDED) else (True,) * n_inputs
     return name, op_name(gnode), by_slot, rule_of, tensor_slots, read, fill_slots, {}, needs
 
 
@@ -802,13 +800,13 @@ def _rules_of(kind: type, name: str, n_inputs: int) -> dict[str, str] | None:
     return rules.rules_by_slot(name, n_inputs, frozenset(slot_names(kind)[0]) | {"saved_tensors"})
 
 
-_DTYPE_TEXT: dict[torch.dtype, str] = {}
-_DTYPES: dict[torch.dtype, tuple[str, int]] = {}  # dtype -> its text, bytes per element (fill's cache)
+_DTYPES: dict[torch.dtype, tuple[str, int]] = {}  # dtype -> its text, bytes per element (read once each)
 
 
 def _new_dtype(dtype: torch.dtype) -> tuple[str, int]:
-    """A dtype fill has not seen: its text and its bytes per element, kept."""
-    found = _DTYPES[dtype] = (_dtype_text(dtype), dtype.itemsize)
+    """A dtype not seen yet: its text (`float32` for torch.float32: str() of a dtype is slow next to a
+    dict lookup) and its bytes per element, kept."""
+    found = _DTYPES[dtype] = (str(dtype).removeprefix("torch."), dtype.itemsize)
     return found
 
 
@@ -820,11 +818,8 @@ def _new_shape(shapes: dict[Any, tuple[tuple[int, ...], int]], size: torch.Size)
 
 
 def _dtype_text(dtype: torch.dtype) -> str:
-    """`float32` for torch.float32 (cached: str() of a dtype is slow next to a dict lookup)."""
-    text = _DTYPE_TEXT.get(dtype)
-    if text is None:
-        text = _DTYPE_TEXT[dtype] = str(dtype).removeprefix("torch.")
-    return text
+    """`float32` for torch.float32."""
+    return (_DTYPES.get(dtype) or _new_dtype(dtype))[0]
 
 
 def _preview(t: torch.Tensor | None) -> Any:
