@@ -9,8 +9,9 @@ or modified slots, checkpoints) runs. What a trace must read, and when:
 - after it, while the graph holds them (the build, per node): its type's name, inputs, sequence
   number and saved attributes; per saved tensor what the floor's `bare_reads` reads (storage
   address, size and weak reference, shape, dtype, bytes, version, producer, up to 4 values);
-- while backward runs (per step): which node runs, whether the node before released its saved
-  values (one raw slot read), and which storages the graph let go of are gone (weak references).
+- while backward runs (per step): which node runs, and which storages the graph let go of are gone
+  (weak references); the node before released its saved values (its rule returned: the engine
+  releases them before the next rule starts), read from one raw slot only after the last step.
 
 Every row is one tuple; a step appends to three lists. Made as cheap as we could (a red-team pass cut
 its first version by 8 % on the scalars): each edge list read once, leaves told apart by type, one
@@ -143,7 +144,7 @@ def skeleton_trace(outputs: list[torch.Tensor], calls: dict[int, tuple[int, Any,
                 info = types[kind] = (g.name(), tensor_attributes(kind),
                                       attrgetter(*names) if names else None, names)
             first = len(residuals)
-            probe = None  # the raw slot that tells, in backward, whether the node released its values
+            probe = None  # the raw slot that tells, after the last step, whether the node released its values
             for slot, raw_attr, value_attr in info[1]:
                 t = getattr(g, value_attr)
                 if t is None:  # a slot the op left empty
@@ -196,8 +197,9 @@ def skeleton_backward(loss: torch.Tensor, trace: dict[str, Any]) -> tuple[list[i
     prev_i = 0
     k = -1  # its step
 
-    def hook(_grad: Any) -> None:
-        """Step k ended (storages seen gone; whether its node released its values); the next begins."""
+    def hook(_grad: Any, end: bool = False) -> None:
+        """Step k ended (its node released its values: read after the last step; storages seen gone);
+        the next begins."""
         nonlocal prev, prev_row, prev_i, k, pending, add_pending
         if pending:
             still = []
@@ -209,7 +211,7 @@ def skeleton_backward(loss: torch.Tensor, trace: dict[str, Any]) -> tuple[list[i
             pending = still
             add_pending = still.append
         if prev_row is not None:
-            raw = getattr(prev, prev_row[6])
+            raw = None if not end else getattr(prev, prev_row[6])
             if raw is None or raw.data is None:
                 add_released((k, prev_i))
                 first = prev_row[2]
@@ -220,9 +222,9 @@ def skeleton_backward(loss: torch.Tensor, trace: dict[str, Any]) -> tuple[list[i
                             add_freed((k, s))
                         else:
                             add_pending(s)
-        g = current_node()
-        if g is None:  # after backward: the last step settled
+        if end:  # after backward: the last step settled
             return
+        g = current_node()
         i = position[g]
         row = nodes[i]
         if row[3]:
@@ -239,7 +241,7 @@ def skeleton_backward(loss: torch.Tensor, trace: dict[str, Any]) -> tuple[list[i
         for d in hooks:
             d.clear()
         if k >= 0:
-            hook(None)
+            hook(None, True)
         prev = position = None
     deque(map(drop_weak_ref, weaks), 0)
     return order, released, freed

@@ -5,9 +5,12 @@ One Python hook serves the whole backward: every traced node gets the same tenso
 (a shared hook dict, so registering costs no Python call per node), and the hook asks the
 engine which node is about to run (internals.PreHook; a public pre-hook per node where this
 torch lacks that). An `Observer` turns those calls into
-steps: before recording a node it settles the previous step, reading whether autograd
-released that node's saved values (one raw slot read, nothing unpacked) and which watched
-storages died since."""
+steps: before recording a node it settles the previous step, the one whose rule ran last, and
+which watched storages died since. Its node's saved values are released: the engine releases
+a rule's saved values as the rule returns, before it starts the next one (`evaluate_function`:
+the rule, then `release_variables()` unless the graph is kept). The last step is the one whose
+rule may not have returned (backward raised in it): it is read from one raw slot (nothing
+unpacked)."""
 
 from __future__ import annotations
 
@@ -89,8 +92,9 @@ class Observer:
         """`step(grad, node=None)`, the engine's pre-hook (internals.PreHook): the engine is about to
         run `node` (asked of the engine when not given), so settle the previous step and record this
         one; `step(None, END)` settles the last. One Python call per step, the settling inline, on
-        locals: whether the last step released its node's values (is_released: one raw slot read)
-        and which watched storages died since (those the graph let go of before, then at that step)."""
+        locals: the last step's node released its values (its rule returned: the engine runs the
+        next one after; after the last step, read: is_released, one raw slot) and which watched
+        storages died since (those the graph let go of before, then at that step)."""
         index_of, key, on_step, data = self.index_of, self.key, self.on_step, self.trace._data
         order, released, freed, ids = self.order, self.released, self.freed, self.ids
         released_at, freed_at, weaks, pending = self.released_at, self.freed_at, self.weaks, self.pending
@@ -124,7 +128,7 @@ class Observer:
                     held: tuple[int, ...] | None = ids[first:first + counts[last]]
                 else:
                     held = live.pop(last, None)
-                if held and is_released(last_node, slots[held[0]]):
+                if held and (gnode is not END or is_released(last_node, slots[held[0]])):
                     released[k] = held
                     for j in held:
                         released_at[j] = k
