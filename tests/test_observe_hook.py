@@ -318,3 +318,68 @@ def test_each_steps_releases_are_a_tuple_of_its_nodes_residuals(retain):
     assert sum(map(len, lifetimes.released)) == (0 if retain else len(tr.residuals)) and len(tr.residuals) == 6
     assert during == [(set().union(*lifetimes.released[:k]), list(lifetimes.released[:k]))
                       for k in range(len(lifetimes.order))]
+
+
+@pytest.mark.parametrize("build", [branching, checkpointed, chain])
+def test_a_step_released_what_its_nodes_raw_slot_says_after_backward(build):
+    # the observer takes a step's node to have released its values when the next step starts (the engine
+    # releases them as the rule returns, before it runs the next); after backward every such node's raw slot
+    # says so, and each step released exactly its node's residuals
+    torch.manual_seed(0)
+    a, b = torch.randn(3, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True)
+    y = build(a, b)
+    tr = tk.trace(y)
+    graph_nodes = tr._graph_nodes
+    tr.backward()
+    lifetimes = tr.lifetimes()
+    checked = 0
+    for k, i in enumerate(lifetimes.order):
+        residuals = tr.nodes[i].residuals
+        assert lifetimes.released[k] == tuple(r.index for r in residuals)
+        if residuals and residuals[0].held_in == "graph":
+            assert released(graph_nodes[i], [residuals[0].slot])
+            checked += 1
+    assert checked == {"branching": 7, "checkpointed": 1, "chain": 101}[build.__name__]
+
+
+class Refuses(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        ctx.save_for_backward(t)
+        return t * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        raise ValueError("this rule refuses")
+
+
+def modified_in_place():
+    x = torch.randn(3, requires_grad=True)
+    a = x * 2
+    y = (a.sin() * a.exp()).sum()  # SinBackward0 saves a, which the caller then changes in place
+    return y, lambda: a.mul_(3), RuntimeError, "modified by an inplace operation", "SinBackward0"
+
+
+def custom_rule_raises():
+    x = torch.randn(3, requires_grad=True)
+    h = x.exp()
+    y = (Refuses.apply(h) * h.sin()).sum()
+    return y, lambda: None, ValueError, "this rule refuses", "RefusesBackward"
+
+
+@pytest.mark.parametrize("program", [modified_in_place, custom_rule_raises])
+def test_the_rule_a_backward_raised_in_keeps_its_values_and_the_rules_before_it_released_theirs(program):
+    # the last step is read from its node's raw slot: its rule raised, so autograd never released its values;
+    # every step before it released its node's values; PyTorch's own error comes through
+    torch.manual_seed(0)
+    y, change, error, message, failing = program()
+    tr = tk.trace(y)
+    change()
+    with pytest.raises(error, match=message):
+        tr.backward()
+    steps = tr.steps
+    assert steps[-1].node.name == failing and steps[-1].released == []
+    assert all(r.released_at is None for r in steps[-1].node.residuals) and steps[-1].node.residuals
+    before = [r for s in steps[:-1] for r in s.node.residuals]
+    assert before and all(r.released_at == s.index for s in steps[:-1] for r in s.node.residuals)
+    assert tr.error is not None and message in tr.error
