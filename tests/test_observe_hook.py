@@ -342,12 +342,7 @@ def test_a_step_released_what_its_nodes_raw_slot_says_after_backward(build):
     assert checked == {"branching": 7, "checkpointed": 1, "chain": 101}[build.__name__]
 
 
-class Refuses(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, t):
-        ctx.save_for_backward(t)
-        return t * 2
-
+class Refuses(Twice):  # saves its input as Twice does; its rule raises
     @staticmethod
     def backward(ctx, g):
         raise ValueError("this rule refuses")
