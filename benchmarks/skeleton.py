@@ -9,9 +9,10 @@ or modified slots, checkpoints) runs. What a trace must read, and when:
 - after it, while the graph holds them (the build, per node): its type's name, inputs, sequence
   number and saved attributes; per saved tensor what the floor's `bare_reads` reads (storage
   address, size and weak reference, shape, dtype, bytes, version, producer, up to 4 values);
-- while backward runs (per step): which node runs, and which storages the graph let go of are gone
-  (weak references); the node before released its saved values (its rule returned: the engine
-  releases them before the next rule starts), read from one raw slot only after the last step.
+- while backward runs (per step): which node runs, which backward call (graph task) runs it, and which
+  storages the graph let go of are gone (weak references); the node before released its saved values
+  (its rule returned: the engine releases them before it starts the next rule of the same call),
+  read from one raw slot only after the last step (and where a step is another call's).
 
 Every row is one tuple; a step appends to three lists. Made as cheap as we could (a red-team pass cut
 its first version by 8 % on the scalars): each edge list read once, leaves told apart by type, one
@@ -34,6 +35,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tracekit.internals import (
+    GRAPH_TASK,
     NEXT_SEQUENCE_NR,
     attribute_slots,
     shared_hook_dict,
@@ -49,6 +51,7 @@ _getframe = sys._getframe
 _NEXT = NEXT_SEQUENCE_NR
 _SEQ = methodcaller("_sequence_nr")
 current_node = torch._C._current_autograd_node
+graph_task = GRAPH_TASK
 third, sixth = itemgetter(2), itemgetter(5)
 
 
@@ -195,12 +198,14 @@ def skeleton_backward(loss: torch.Tensor, trace: dict[str, Any]) -> tuple[list[i
     prev: Any = None  # the node that ran last, when it saved something
     prev_row: Any = None
     prev_i = 0
+    prev_task = observed = -2  # the backward call (graph task) of that step; of the first step
     k = -1  # its step
 
     def hook(_grad: Any, end: bool = False) -> None:
-        """Step k ended (its node released its values: read after the last step; storages seen gone);
-        the next begins."""
-        nonlocal prev, prev_row, prev_i, k, pending, add_pending
+        """Step k ended (its node released its values: read after the last step, or where a step is
+        another backward call's; storages seen gone); the next begins."""
+        nonlocal prev, prev_row, prev_i, prev_task, observed, k, pending, add_pending
+        task = -3 if end else graph_task()
         if pending:
             still = []
             for s in pending:
@@ -211,7 +216,7 @@ def skeleton_backward(loss: torch.Tensor, trace: dict[str, Any]) -> tuple[list[i
             pending = still
             add_pending = still.append
         if prev_row is not None:
-            raw = None if not end else getattr(prev, prev_row[6])
+            raw = None if task == prev_task == observed else getattr(prev, prev_row[6])
             if raw is None or raw.data is None:
                 add_released((k, prev_i))
                 first = prev_row[2]
@@ -228,9 +233,11 @@ def skeleton_backward(loss: torch.Tensor, trace: dict[str, Any]) -> tuple[list[i
         i = position[g]
         row = nodes[i]
         if row[3]:
-            prev, prev_row, prev_i = g, row, i
+            prev, prev_row, prev_i, prev_task = g, row, i, task
         else:
             prev = prev_row = None
+        if k < 0:
+            observed = task
         k += 1
         add_order(i)
 

@@ -378,3 +378,52 @@ def test_the_rule_a_backward_raised_in_keeps_its_values_and_the_rules_before_it_
     before = [r for s in steps[:-1] for r in s.node.residuals]
     assert before and all(r.released_at == s.index for s in steps[:-1] for r in s.node.residuals)
     assert tr.error is not None and message in tr.error
+
+
+class GradInside(torch.autograd.Function):  # its rule runs another backward call over part of the traced graph
+    upstream = None  # (output, input) of that part, set by the program
+
+    @staticmethod
+    def forward(ctx, t):
+        ctx.save_for_backward(t)
+        return t * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        out, inp = GradInside.upstream
+        torch.autograd.grad(out, inp, torch.ones_like(out), retain_graph=True)
+        return g * 3
+
+
+def grad_inside_a_rule():
+    x = torch.randn(4, requires_grad=True)
+    b = x.sin()
+    GradInside.upstream = (b, x)
+    return x, (GradInside.apply(b).exp()).sum(), None
+
+
+def grad_inside_on_step():
+    x = torch.randn(4, requires_grad=True)
+    m = x.exp()
+    y = (m * x).sin().sum()
+    return x, y, lambda step: step.index == 2 and torch.autograd.grad(m, x, torch.ones_like(m), retain_graph=True)
+
+
+@pytest.mark.parametrize("program, names, released", [
+    (grad_inside_a_rule, ["SumBackward0", "ExpBackward0", "GradInsideBackward", "SinBackward0", "SinBackward0"],
+     [[], ["result"], [], [], ["self"]]),
+    (grad_inside_on_step, ["SumBackward0", "SinBackward0", "MulBackward0", "ExpBackward0", "ExpBackward0"],
+     [[], ["self"], [], [], ["result"]]),
+])
+def test_a_backward_call_inside_the_observed_one_keeps_what_it_kept(program, names, released):
+    # a rule (or an on_step callback, before the rule of its step runs) calls torch.autograd.grad(retain_graph=True)
+    # over traced nodes: step 3 is that other call's, which keeps its graph, so it releases nothing, and the step
+    # before it is read, not taken as released (its rule had not returned); the observed call runs the same node
+    # again at step 4, which releases its value once
+    torch.manual_seed(0)
+    x, y, on_step = program()
+    tr = tk.trace(y)
+    tr.backward(on_step=on_step)
+    assert [s.node.name for s in tr.steps] == names
+    assert [[r.slot for r in s.released] for s in tr.steps] == released
+    assert tr.steps[3].node.index == tr.steps[4].node.index and x.grad is not None

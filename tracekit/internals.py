@@ -108,6 +108,7 @@ CAPABILITIES: dict[str, bool] = {
                           .StorageWeakRef is not None),
     "engine_frame": _probe(lambda: callable(getattr(__import__("torch.autograd.graph", fromlist=["graph"]),
                                                     ENGINE_FRAME))),
+    "graph_task": _probe(lambda: isinstance(torch._C._current_graph_task_id(), int)),
 }
 
 
@@ -248,6 +249,8 @@ def sequence_nr(node: Any) -> int:
 SEQUENCE_NR: Callable[[Any], int] = operator.methodcaller("_sequence_nr")  # sequence_nr, as a key for hot loops
 # the node the engine is about to run, inside a hook (None where this torch lacks it)
 CURRENT_NODE: Callable[[], Any] | None = torch._C._current_autograd_node if CAPABILITIES["current_node"] else None
+# which backward call (graph task) runs the hook that asks, -1 outside one (None where this torch lacks it)
+GRAPH_TASK: Callable[[], int] | None = torch._C._current_graph_task_id if CAPABILITIES["graph_task"] else None
 # the sequence number the next node made on this thread will get (None where this torch lacks it)
 NEXT_SEQUENCE_NR: Callable[[], int] | None = (torch._C._autograd._get_sequence_nr
                                               if CAPABILITIES["sequence_counter"] else None)

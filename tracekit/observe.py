@@ -8,9 +8,11 @@ torch lacks that). An `Observer` turns those calls into
 steps: before recording a node it settles the previous step, the one whose rule ran last, and
 which watched storages died since. Its node's saved values are released: the engine releases
 a rule's saved values as the rule returns, before it starts the next one (`evaluate_function`:
-the rule, then `release_variables()` unless the graph is kept). The last step is the one whose
-rule may not have returned (backward raised in it): it is read from one raw slot (nothing
-unpacked)."""
+the rule, then `release_variables()` unless the graph is kept). That holds between two steps of
+the observed backward call; a step of another one (a backward a rule or hook starts inside it,
+or another thread's: its own graph task, which may keep its graph, and may run inside the rule
+before) and the last step (backward may have raised in its rule) are read from one raw slot
+instead (nothing unpacked)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import Any
 import torch
 
 from .errors import NotObservableError
-from .internals import CURRENT_NODE, SEQUENCE_NR, PreHook, is_released
+from .internals import CURRENT_NODE, GRAPH_TASK, SEQUENCE_NR, PreHook, is_released
 from .keeper import gc_paused
 from .lifetimes import OBSERVED, OUTSIDE, RETAINED, Lifetime, Lifetimes, fixed_note, storage_holder
 from .live import Live
@@ -93,8 +95,9 @@ class Observer:
         run `node` (asked of the engine when not given), so settle the previous step and record this
         one; `step(None, END)` settles the last. One Python call per step, the settling inline, on
         locals: the last step's node released its values (its rule returned: the engine runs the
-        next one after; after the last step, read: is_released, one raw slot) and which watched
-        storages died since (those the graph let go of before, then at that step)."""
+        next one of the same backward call after it; read instead, is_released: one raw slot, after
+        the last step and where either step is another backward call's) and which watched storages
+        died since (those the graph let go of before, then at that step)."""
         index_of, key, on_step, data = self.index_of, self.key, self.on_step, self.trace._data
         order, released, freed, ids = self.order, self.released, self.freed, self.ids
         released_at, freed_at, weaks, pending = self.released_at, self.freed_at, self.weaks, self.pending
@@ -103,15 +106,18 @@ class Observer:
         current, expired = CURRENT_NODE, weak_expired
         add_order, add_released, add_freed = order.append, released.append, freed.append
         last, last_node = -1, None  # the node index (and graph node) of the step recorded last
+        task_of, observed, last_task = GRAPH_TASK or (lambda: None), None, None  # the backward call: its id
 
         def step(_grad: Any, gnode: Any = None) -> None:
-            nonlocal last, last_node
+            nonlocal last, last_node, observed, last_task
             if gnode is None:
                 gnode = current()
+            task = None
             if gnode is not END:
                 i = index_of(key(gnode))
                 if i is None:  # a node outside this trace (cannot happen for the engine's own task)
                     return
+                task = task_of()  # (None where this torch cannot say: every step read)
             k = len(order) - 1  # the last step, settled here
             if pending:  # storages the graph let go of before: gone now?
                 still = []
@@ -128,7 +134,8 @@ class Observer:
                     held: tuple[int, ...] | None = ids[first:first + counts[last]]
                 else:
                     held = live.pop(last, None)
-                if held and (gnode is not END or is_released(last_node, slots[held[0]])):
+                if held and ((task == last_task == observed and task is not None)
+                             or is_released(last_node, slots[held[0]])):
                     released[k] = held
                     for j in held:
                         released_at[j] = k
@@ -143,7 +150,9 @@ class Observer:
                                     pending.append(s)
             if gnode is END:
                 return
-            last, last_node = i, gnode
+            if observed is None:  # the first step's backward call is the observed one
+                observed = task
+            last, last_node, last_task = i, gnode, task
             add_order(i)
             add_released(_NONE)  # a tuple once something is
             add_freed(_NONE)
