@@ -427,3 +427,22 @@ def test_a_backward_call_inside_the_observed_one_keeps_what_it_kept(program, nam
     assert [s.node.name for s in tr.steps] == names
     assert [[r.slot for r in s.released] for s in tr.steps] == released
     assert tr.steps[3].node.index == tr.steps[4].node.index and x.grad is not None
+
+
+@pytest.mark.slow
+def test_a_compiled_backward_is_refused_with_advice():
+    # compiled autograd runs the backward as one compiled graph and calls the nodes' hooks with no node running:
+    # nothing to observe step by step, so a clear refusal (it was an AttributeError); the next plain backward of a
+    # new trace observes as before
+    compiled_autograd = pytest.importorskip("torch._dynamo.compiled_autograd")
+    if not hasattr(compiled_autograd, "_enable"):
+        pytest.skip("this torch has no compiled_autograd._enable")
+    x = torch.randn(4, requires_grad=True)
+    tr = tk.trace((x.exp() * x.sin()).tanh().sum())
+    with pytest.raises(tk.NotObservableError, match="compiled autograd"), \
+            compiled_autograd._enable(torch.compile(backend="eager")):
+        tr.backward()
+    assert "compiled autograd" in tr.error and tr.steps == []
+    again = tk.trace((x.exp() * x.sin()).tanh().sum())
+    again.backward()
+    assert len(again.steps) == 5 and x.grad is not None

@@ -33,6 +33,9 @@ from .storage import weak_expired
 
 _NONE: tuple[int, ...] = ()  # a step that released (or freed) nothing
 END = object()  # the node of the step after the last: Observer.finish settles the last step with it
+_NO_NODE = ("tr.backward() cannot observe this backward: PyTorch ran the traced nodes' hooks with no node "
+            "running, as compiled autograd does (it runs the backward as one compiled graph, not node by "
+            "node). Run tr.backward() without compiled autograd, or read tr.predict_backward().")
 
 
 class Observer:
@@ -112,6 +115,8 @@ class Observer:
             nonlocal last, last_node, observed, last_task
             if gnode is None:
                 gnode = current()
+                if gnode is None:  # hooks called with no node running: a compiled backward (compiled autograd)
+                    raise NotObservableError(_NO_NODE)
             task = None
             if gnode is not END:
                 i = index_of(key(gnode))
