@@ -332,7 +332,7 @@ def test_a_deep_traced_graph_goes_when_its_output_does_not_at_the_next_collectio
                 tk.trace(y, progress=False)
             del y
             waited = time.monotonic()
-            while not weak_expired(ref) and time.monotonic() - waited < 5:
+            while not weak_expired(ref) and time.monotonic() - waited < 30:  # (a loaded machine: seconds)
                 time.sleep(0.01)
             assert weak_expired(ref) and keeper.pending() == 0, traces
             drop_weak_ref(ref)
