@@ -109,7 +109,8 @@ class Observer:
         current, expired = CURRENT_NODE, weak_expired
         add_order, add_released, add_freed = order.append, released.append, freed.append
         last, last_node = -1, None  # the node index (and graph node) of the step recorded last
-        task_of, observed, last_task = GRAPH_TASK or (lambda: None), None, None  # the backward call: its id
+        # each step's backward call (graph task); where this torch cannot say, a new object a step: all read
+        task_of, observed, last_task = GRAPH_TASK or object, None, None
 
         def step(_grad: Any, gnode: Any = None) -> None:
             nonlocal last, last_node, observed, last_task
@@ -122,7 +123,7 @@ class Observer:
                 i = index_of(key(gnode))
                 if i is None:  # a node outside this trace (cannot happen for the engine's own task)
                     return
-                task = task_of()  # (None where this torch cannot say: every step read)
+                task = task_of()
             k = len(order) - 1  # the last step, settled here
             if pending:  # storages the graph let go of before: gone now?
                 still = []
@@ -139,8 +140,7 @@ class Observer:
                     held: tuple[int, ...] | None = ids[first:first + counts[last]]
                 else:
                     held = live.pop(last, None)
-                if held and ((task == last_task == observed and task is not None)
-                             or is_released(last_node, slots[held[0]])):
+                if held and (task == last_task == observed or is_released(last_node, slots[held[0]])):
                     released[k] = held
                     for j in held:
                         released_at[j] = k
