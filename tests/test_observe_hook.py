@@ -406,15 +406,16 @@ def grad_inside_on_step():
 
 @pytest.mark.parametrize("program, names, released", [
     (grad_inside_a_rule, ["SumBackward0", "ExpBackward0", "GradInsideBackward", "SinBackward0", "SinBackward0"],
-     [[], ["result"], [], [], ["self"]]),
+     [[], ["result"], ["saved_tensors[0]"], [], ["self"]]),
     (grad_inside_on_step, ["SumBackward0", "SinBackward0", "MulBackward0", "ExpBackward0", "ExpBackward0"],
-     [[], ["self"], [], [], ["result"]]),
+     [[], ["self"], ["self", "other"], [], ["result"]]),
 ])
 def test_a_backward_call_inside_the_observed_one_keeps_what_it_kept(program, names, released):
     # a rule (or an on_step callback, before the rule of its step runs) calls torch.autograd.grad(retain_graph=True)
-    # over traced nodes: step 3 is that other call's, which keeps its graph, so it releases nothing, and the step
-    # before it is read, not taken as released (its rule had not returned); the observed call runs the same node
-    # again at step 4, which releases its value once
+    # over traced nodes: step 3 is that other call's, which keeps its graph, so it releases nothing; the step before
+    # it is read, not taken as released (its rule had not returned), and read again later: it released its values
+    # at its own step once its rule returned; the observed call runs the same node again at step 4, which releases
+    # its value once
     torch.manual_seed(0)
     x, y, on_step = program()
     tr = tk.trace(y)
@@ -422,6 +423,107 @@ def test_a_backward_call_inside_the_observed_one_keeps_what_it_kept(program, nam
     assert [s.node.name for s in tr.steps] == names
     assert [[r.slot for r in s.released] for s in tr.steps] == released
     assert tr.steps[3].node.index == tr.steps[4].node.index and x.grad is not None
+
+
+def _readable(gnode, slot):
+    """Whether a node's saved value can still be read (PyTorch raises once autograd released it)."""
+    try:
+        gnode.saved_tensors if slot.startswith("saved_tensors") else getattr(gnode, "_saved_" + slot)
+        return True
+    except RuntimeError:
+        return False
+
+
+def released_by_reading(tr, **backward):
+    """tr.backward(), and each node's step that released its values as PyTorch's documented per-node pre-hook
+    sees it without tracekit: the last run of the node before a step at whose start its first saved value can no
+    longer be read (or after the last step); PyTorch's error, if backward raised."""
+    nodes, slot_of = tr._graph_nodes, {}
+    for r in tr.residuals:
+        slot_of.setdefault(r.node.index, r.slot)
+    index, seen, gone = {id(g): i for i, g in enumerate(nodes)}, [], {}
+
+    def look(step):
+        for i, slot in slot_of.items():
+            if i not in gone and not _readable(nodes[i], slot):
+                gone[i] = step
+
+    handles = [g.register_prehook(lambda grads, g=g: (look(len(seen)), seen.append(index[id(g)]))[0]) for g in nodes]
+    error = None
+    try:
+        tr.backward(**backward)
+    except RuntimeError as err:
+        error = str(err)
+    finally:
+        for h in handles:
+            h.remove()
+    look(len(seen))
+    assert [s.node.index for s in tr.steps] == seen  # (the same steps as tracekit's)
+    return {i: max(k for k, n in enumerate(seen[:at]) if n == i) for i, at in gone.items()}, error
+
+
+class Nested(torch.autograd.Function):  # its rule runs torch.autograd.grad over the traced nodes in `inner`
+    inner, retain = None, True
+
+    @staticmethod
+    def forward(ctx, t):
+        ctx.save_for_backward(t)
+        return t * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        out, inp = Nested.inner.pop()
+        torch.autograd.grad(out, inp, torch.ones_like(out), retain_graph=Nested.retain)
+        return g * 2
+
+
+def nested_rule(retain):
+    def program():
+        Nested.retain = retain
+        x = torch.randn(4, requires_grad=True)
+        m = x.sin()
+        Nested.inner = [(m, x)]
+        return (Nested.apply(m).exp() * m).sum()
+    return program
+
+
+def nested_twice():  # a rule's grad runs a rule that runs another grad (and the observed call runs both again)
+    x = torch.randn(4, requires_grad=True)
+    m = x.cos()
+    inner = Nested.apply(m).tanh()
+    Nested.retain, Nested.inner = True, [(m, x), (m, x), (inner, x)]  # (popped from the end)
+    return (Nested.apply(inner) * inner).sum()
+
+
+def grad_in_a_tensor_hook(retain):
+    def program():
+        x = torch.randn(4, requires_grad=True)
+        m = x.exp()
+        h = m * x
+        h.register_hook(lambda g: (torch.autograd.grad(m, x, torch.ones_like(m), retain_graph=retain), g)[1])
+        return h.tanh().sum()
+    return program
+
+
+@pytest.mark.parametrize("program, again", [
+    (nested_rule(True), None), (nested_rule(False), "backward through the graph a second time"),
+    (nested_twice, None), (grad_in_a_tensor_hook(True), None),
+    (grad_in_a_tensor_hook(False), "backward through the graph a second time"),
+])
+def test_each_release_is_at_the_step_pytorch_released_it_when_backward_calls_nest(program, again):
+    # a grad inside a rule or a hook runs traced nodes as another backward call: a rule that starts one is still
+    # running when that call's steps come, and is released at its own step once it returns; a node the inner call
+    # released (no retain_graph) is released there once, and the observed call's run of it raises PyTorch's error
+    torch.manual_seed(0)
+    tr = tk.trace(program())
+    expected, error = released_by_reading(tr)
+    assert (error is None) if again is None else (again in error)
+    recorded = {}
+    for r in tr.residuals:
+        recorded.setdefault(r.node.index, set()).add(r.released_at)
+    assert recorded == {i: {expected.get(i)} for i in recorded}
+    assert len(expected) >= 3 and sum(len(s.released) for s in tr.steps) == len(
+        [r for r in tr.residuals if r.released_at is not None])  # each released once
 
 
 @pytest.mark.slow

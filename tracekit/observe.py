@@ -12,7 +12,9 @@ the rule, then `release_variables()` unless the graph is kept). That holds betwe
 the observed backward call; a step of another one (a backward a rule or hook starts inside it,
 or another thread's: its own graph task, which may keep its graph, and may run inside the rule
 before) and the last step (backward may have raised in its rule) are read from one raw slot
-instead (nothing unpacked)."""
+instead (nothing unpacked). A step read as not released (its rule was still running: it started
+another backward call, or another thread's step came first; or its call keeps its graph) is read
+again at each later step, and its values are released at its own step once they are."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from .rows import Status
 from .storage import weak_expired
 
 _NONE: tuple[int, ...] = ()  # a step that released (or freed) nothing
+_Late = dict[Any, dict[int, tuple[int, Any, tuple[int, ...]]]]  # backward call -> node index -> (step, node, values)
 END = object()  # the node of the step after the last: Observer.finish settles the last step with it
 _NO_NODE = ("tr.backward() cannot observe this backward: PyTorch ran the traced nodes' hooks with no node "
             "running, as compiled autograd does (it runs the backward as one compiled graph, not node by "
@@ -99,8 +102,9 @@ class Observer:
         one; `step(None, END)` settles the last. One Python call per step, the settling inline, on
         locals: the last step's node released its values (its rule returned: the engine runs the
         next one of the same backward call after it; read instead, is_released: one raw slot, after
-        the last step and where either step is another backward call's) and which watched storages
-        died since (those the graph let go of before, then at that step)."""
+        the last step and where either step is another backward call's: where not released, again
+        at each later step, _late) and which watched storages died since (those the graph let go of
+        before, then at that step)."""
         index_of, key, on_step, data = self.index_of, self.key, self.on_step, self.trace._data
         order, released, freed, ids = self.order, self.released, self.freed, self.ids
         released_at, freed_at, weaks, pending = self.released_at, self.freed_at, self.weaks, self.pending
@@ -111,6 +115,7 @@ class Observer:
         last, last_node = -1, None  # the node index (and graph node) of the step recorded last
         # each step's backward call (graph task); where this torch cannot say, a new object a step: all read
         task_of, observed, last_task = GRAPH_TASK or object, None, None
+        late: _Late = {}  # the steps read as not released, by backward call: node index -> (step, node, values)
 
         def step(_grad: Any, gnode: Any = None) -> None:
             nonlocal last, last_node, observed, last_task
@@ -139,20 +144,26 @@ class Observer:
                     first = firsts[last]
                     held: tuple[int, ...] | None = ids[first:first + counts[last]]
                 else:
-                    held = live.pop(last, None)
-                if held and (task == last_task == observed or is_released(last_node, slots[held[0]])):
-                    released[k] = held
-                    for j in held:
-                        released_at[j] = k
-                        s = storages[j]
-                        if s is not None:
-                            left = unreleased[s] = unreleased[s] - 1
-                            if not left and watched[s]:  # the graph let go of it entirely: gone now, or watched
-                                if expired(weaks[s]):
-                                    freed_at[s] = k
-                                    freed[k] = (*freed[k], s)
-                                else:
-                                    pending.append(s)
+                    held = live.get(last)
+                if held:
+                    if task == last_task == observed or (
+                            released_at[held[0]] is None and is_released(last_node, slots[held[0]])):
+                        released[k] = held
+                        for j in held:
+                            released_at[j] = k
+                            s = storages[j]
+                            if s is not None:
+                                left = unreleased[s] = unreleased[s] - 1
+                                if not left and watched[s]:  # the graph let go of it entirely: gone now, or watched
+                                    if expired(weaks[s]):
+                                        freed_at[s] = k
+                                        freed[k] = (*freed[k], s)
+                                    else:
+                                        pending.append(s)
+                    elif released_at[held[0]] is None:  # its rule still running (another call's step came first),
+                        late.setdefault(last_task, {})[last] = (k, last_node, held)  # or its call keeps the graph
+            if late:  # read again: released since?
+                self._late(late, task, task == observed, k)
             if gnode is END:
                 return
             if observed is None:  # the first step's backward call is the observed one
@@ -166,6 +177,39 @@ class Observer:
 
         self._step = step
         return step
+
+    def _late(self, late: _Late, task: Any, observed: bool, k: int) -> None:
+        """Read again the steps of backward call `task` (all of them after the last step: `task` None) read as
+        not released: their node's rule has returned since (the call ran its next step), so its values are
+        released at its own step, or its call keeps its graph (dropped: a later run of the node is a step of
+        its own). The observed call's are read at each of its steps until released (another thread may run
+        its next step while the rule still runs). Their storages seen gone from step k."""
+        released_at, weaks, slot = self.released_at, self.weaks, self.slot
+        for t in list(late) if task is None else [task] if task in late else []:
+            again: dict[int, tuple[int, Any, tuple[int, ...]]] = {}
+            for i, (at, node, held) in late.pop(t).items():
+                held = tuple([j for j in held if released_at[j] is None])  # (the node run again, and settled since)
+                if not held:
+                    continue
+                if not is_released(node, slot[held[0]]):
+                    if observed and task is not None:
+                        again[i] = (at, node, held)
+                    continue
+                self.released[at] = (*self.released[at], *held)
+                for j in held:
+                    released_at[j] = at
+                    s = self.storage[j]
+                    if s is None:
+                        continue
+                    left = self.unreleased[s] = self.unreleased[s] - 1
+                    if not left and self.watched[s]:
+                        if weak_expired(weaks[s]):
+                            self.freed_at[s] = k
+                            self.freed[k] = (*self.freed[k], s)
+                        else:
+                            self.pending.append(s)
+            if again:
+                late[t] = again
 
     def finish(self) -> Lifetimes:
         """After backward: settle the last step, say who still holds what was not freed, and
