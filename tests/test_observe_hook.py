@@ -462,13 +462,8 @@ def released_by_reading(tr, **backward):
     return {i: max(k for k, n in enumerate(seen[:at]) if n == i) for i, at in gone.items()}, error
 
 
-class Nested(torch.autograd.Function):  # its rule runs torch.autograd.grad over the traced nodes in `inner`
+class Nested(Twice):  # saves its input as Twice does; its rule runs a grad over the traced nodes in `inner`
     inner, retain = None, True
-
-    @staticmethod
-    def forward(ctx, t):
-        ctx.save_for_backward(t)
-        return t * 2
 
     @staticmethod
     def backward(ctx, g):
