@@ -1,11 +1,14 @@
 """The observed backward's single hook: the order it records is the engine's own, releases and
 frees land on the right steps, and nothing of it stays active after backward."""
 
+import re
+
 import pytest
 import torch
 import torch.utils.checkpoint as checkpoint
 
 import tracekit as tk
+from tracekit.lifetimes import RETAINED
 from tracekit.saved import released
 
 
@@ -519,6 +522,27 @@ def test_each_release_is_at_the_step_pytorch_released_it_when_backward_calls_nes
     assert recorded == {i: {expected.get(i)} for i in recorded}
     assert len(expected) >= 3 and sum(len(s.released) for s in tr.steps) == len(
         [r for r in tr.residuals if r.released_at is not None])  # each released once
+
+
+@pytest.mark.parametrize("program, again, released", [
+    (nested_rule(False), "backward through the graph a second time", 1),
+    (grad_in_a_tensor_hook(False), "backward through the graph a second time", 1),
+    (nested_rule(True), None, 0), (grad_in_a_tensor_hook(True), None, 0),
+])
+def test_a_kept_graph_releases_only_what_another_backward_call_released(program, again, released):
+    # tr.backward(retain_graph=True) releases nothing itself; a grad a rule or hook starts without retain_graph
+    # releases the nodes it runs, at their steps, and the words say so; with retain_graph there too, nothing goes
+    torch.manual_seed(0)
+    tr = tk.trace(program())
+    expected, error = released_by_reading(tr, retain_graph=True)
+    assert (error is None) if again is None else (again in error)
+    recorded = {r.node.index: r.released_at for r in tr.residuals if r.released_at is not None}
+    assert recorded == expected and len(recorded) == released
+    words = "released only by another backward call" if released else "retain_graph: nothing released"
+    drawn = " ".join(re.sub(r"<[^>]+>", " ", tr.draw().source).split())  # (the title's lines, wrapped, as text)
+    assert words in tr.text() and words in drawn
+    kept = [r for r in tr.residuals if r.released_at is None]
+    assert kept and all(r.held_by == RETAINED for r in kept)  # (what the kept graph holds)
 
 
 @pytest.mark.slow

@@ -71,19 +71,19 @@ class Observer:
         self.watched = [not (p or o) for p, o in zip(st.is_parameter, st.is_output)]
         self.live: dict[int, tuple[int, ...]] | None = None  # node -> residuals still held, where some were gone
         self.ids = tuple(range(record.n_residuals))  # node i's residuals: ids[first:first + count], a tuple
-        if not keep:  # with retain_graph nothing is released: nothing to watch
-            status = res.status
-            if Status.RELEASED in status:  # some were gone when traced: only the others are held
-                self.live = {}
-                for i, (first, count) in enumerate(zip(nodes.first, nodes.count)):
-                    held = tuple([j for j in range(first, first + count) if status[j] is not Status.RELEASED])
-                    if held:
-                        self.live[i] = held
-                counted = [self.storage[j] for held in self.live.values() for j in held]
-            else:
-                counted = self.storage  # every residual is held: each node's are its whole range
-            self.unreleased = dict(Counter(counted))
-            self.unreleased.pop(None, None)
+        # (with retain_graph the observed call releases nothing; another call a rule or hook starts may)
+        status = res.status
+        if Status.RELEASED in status:  # some were gone when traced: only the others are held
+            self.live = {}
+            for i, (first, count) in enumerate(zip(nodes.first, nodes.count)):
+                held = tuple([j for j in range(first, first + count) if status[j] is not Status.RELEASED])
+                if held:
+                    self.live[i] = held
+            counted = [self.storage[j] for held in self.live.values() for j in held]
+        else:
+            counted = self.storage  # every residual is held: each node's are its whole range
+        self.unreleased = dict(Counter(counted))
+        self.unreleased.pop(None, None)
 
     @property
     def retained(self) -> bool:
@@ -139,7 +139,7 @@ class Observer:
                     else:
                         still.append(s)
                 pending[:] = still
-            if k >= 0 and counts[last] and not keep:
+            if k >= 0 and counts[last] and (not keep or last_task != observed):  # (kept: only another call's)
                 if live is None:
                     first = firsts[last]
                     held: tuple[int, ...] | None = ids[first:first + counts[last]]
@@ -228,11 +228,13 @@ class Observer:
                 late.append(s)
         if late:
             self.freed[last] = (*self.freed[last], *late)
+        # what the kept graph still holds (with retain_graph: what no other backward call released)
+        kept = frozenset(s for s, n in self.unreleased.items() if n) if self.keep else frozenset()
         self.live = None  # what backward no longer needs: plain tuples from here on (no list for the collector)
         self.unreleased, self.pending = {}, []
         released, freed = tuple(self.released), tuple(self.freed)
         self.released, self.freed = released, freed  # type: ignore[assignment]
-        made = _Lifetimes(self.record, tuple(self.released_at), tuple(freed_at), tuple(alive), self.keep)
+        made = _Lifetimes(self.record, tuple(self.released_at), tuple(freed_at), tuple(alive), kept)
         return Lifetimes(OBSERVED, tuple(self.order), made, released, freed, self.keep, self.error)
 
 
@@ -241,17 +243,17 @@ class _Lifetimes:
     and its storage freed at, and what holds each storage backward did not free (the observer's lists,
     kept as tuples: the observer itself is let go)."""
 
-    __slots__ = ("record", "released_at", "freed_at", "alive", "retained")
+    __slots__ = ("record", "released_at", "freed_at", "alive", "kept")
 
     def __init__(self, record: Any, released_at: tuple[int | None, ...], freed_at: tuple[int | None, ...],
-                 alive: tuple[int, ...], retained: bool) -> None:
+                 alive: tuple[int, ...], kept: frozenset[int]) -> None:
         self.record, self.released_at, self.freed_at, self.alive = record, released_at, freed_at, alive
-        self.retained = retained  # the graph was kept (retain_graph): it holds them all
+        self.kept = kept  # the storages the kept graph (retain_graph) still holds residuals in
 
     def __call__(self) -> tuple[Lifetime, ...]:
         storage = self.record.residual_columns.storage
         freed_at, record = self.freed_at, self.record
-        held_by = {k: RETAINED if self.retained else (storage_holder(record, k) or OUTSIDE) for k in self.alive}
+        held_by = {k: RETAINED if k in self.kept else (storage_holder(record, k) or OUTSIDE) for k in self.alive}
         return tuple([Lifetime(OBSERVED, released, freed_at[k] if k is not None else None,
                                held_by.get(k) if k is not None else None, fixed_note(record, i))
                       for i, (released, k) in enumerate(zip(self.released_at, storage))])

@@ -406,6 +406,15 @@ class TraceData:
         watched = self._data.watched()
         return None if watched is None else watched.retained
 
+    def retained_words(self) -> str:
+        """` (retain_graph: nothing released)` after a backward that kept the graph (or what another backward
+        call a rule or hook started released, where one did); empty otherwise."""
+        if not self.retained:
+            return ""
+        if any(s.released for s in self.steps):
+            return " (retain_graph: released only by another backward call a rule or hook started)"
+        return " (retain_graph: nothing released)"
+
     @property
     def error(self) -> str | None:
         """PyTorch's message if the observed backward raised."""

@@ -796,7 +796,7 @@ def _title(trace: TraceData, layout: _Layout, long_gradients: int, chars: int) -
              "folded: forward ops run down the left, reverse rules up the right, each rule beside its op"
              + (f" ({long_gradients} long gradient edges mirror their forward edges, not drawn twice)"
                 if long_gradients else ""))
-    kept = " (retain_graph: nothing released)" if trace.retained else ""
+    kept = trace.retained_words()
     order = "observed order" + kept if trace.steps else "expected order: backward not run yet"
     title += f"\n{where}; reverse in {order}"
     return [part for line in title.split("\n") for part in textwrap.wrap(line, chars) or [""]]

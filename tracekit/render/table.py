@@ -319,7 +319,7 @@ def trace_text(trace: TraceData) -> str:
     else:
         out.append("  (none: no rule saved anything)")
     if trace.steps or trace.error:
-        kept = " (retain_graph: nothing released)" if trace.retained else ""
+        kept = trace.retained_words()
         out.append(f"reverse (observed){kept}")
         rows = [
             (
