@@ -503,15 +503,29 @@ def grad_in_a_tensor_hook(retain):
     return program
 
 
+def grad_at_an_intermediate(retain):  # the inner grad takes the gradient at `a`: `a`'s node is not run there
+    def program():
+        Nested.retain = retain
+        x = torch.randn(4, requires_grad=True)
+        a = x.exp()
+        b = a.sin()
+        Nested.inner = [(b, a)]
+        return (Nested.apply(b) * b).sum()
+    return program
+
+
 @pytest.mark.parametrize("program, again", [
     (nested_rule(True), None), (nested_rule(False), "backward through the graph a second time"),
     (nested_twice, None), (grad_in_a_tensor_hook(True), None),
     (grad_in_a_tensor_hook(False), "backward through the graph a second time"),
+    (grad_at_an_intermediate(True), None), (grad_at_an_intermediate(False), "backward through the graph a second"),
 ])
 def test_each_release_is_at_the_step_pytorch_released_it_when_backward_calls_nest(program, again):
     # a grad inside a rule or a hook runs traced nodes as another backward call: a rule that starts one is still
     # running when that call's steps come, and is released at its own step once it returns; a node the inner call
-    # released (no retain_graph) is released there once, and the observed call's run of it raises PyTorch's error
+    # released (no retain_graph) is released there once, and the observed call's run of it raises PyTorch's error;
+    # a node whose output is the inner grad's input has its hooks called but is not run there: no step
+    # (released_by_reading checks that the steps are the nodes PyTorch ran, in its order)
     torch.manual_seed(0)
     tr = tk.trace(program())
     expected, error = released_by_reading(tr)

@@ -36,6 +36,7 @@ from .storage import weak_expired
 _NONE: tuple[int, ...] = ()  # a step that released (or freed) nothing
 _Late = dict[Any, dict[int, tuple[int, Any, tuple[int, ...]]]]  # backward call -> node index -> (step, node, values)
 END = object()  # the node of the step after the last: Observer.finish settles the last step with it
+RUNS = object()  # the gradient of a step _wait's pre-hook tells: the node runs in another backward call
 _NO_NODE = ("tr.backward() cannot observe this backward: PyTorch ran the traced nodes' hooks with no node "
             "running, as compiled autograd does (it runs the backward as one compiled graph, not node by "
             "node). Run tr.backward() without compiled autograd, or read tr.predict_backward().")
@@ -64,6 +65,8 @@ class Observer:
         self.unreleased: dict[int, int] = {}  # storage -> its residuals autograd still holds
         self.pending: list[int] = []  # storages let go of by the graph, not yet freed
         self._step: Callable[..., None] | None = None  # hook()'s step, which finish() calls once more
+        self.handles: list[Any] = []  # the pre-hooks that tell another backward call's step runs (_wait)
+        self.observed: Any = None  # the observed backward call (its graph task), once its first step came
         nodes, res = record.node_columns, record.residual_columns
         self.first, self.count, self.slot, self.storage = nodes.first, nodes.count, res.slot, res.storage
         st = record.storage_columns
@@ -116,6 +119,8 @@ class Observer:
         # each step's backward call (graph task); where this torch cannot say, a new object a step: all read
         task_of, observed, last_task = GRAPH_TASK or object, None, None
         late: _Late = {}  # the steps read as not released, by backward call: node index -> (step, node, values)
+        waiting: dict[int, list[bool]] = {}  # node index -> the done flag of its latest one-shot pre-hook (_wait)
+        shared = key is SEQUENCE_NR  # the shared hook (a tensor pre-hook), not a pre-hook per node (PreHook)
 
         def step(_grad: Any, gnode: Any = None) -> None:
             nonlocal last, last_node, observed, last_task
@@ -129,6 +134,9 @@ class Observer:
                 if i is None:  # a node outside this trace (cannot happen for the engine's own task)
                     return
                 task = task_of()
+                if task != observed and observed is not None and shared and _grad is not RUNS:
+                    self._wait(waiting, i, gnode)  # another call's: a step once the node runs (_wait)
+                    return
             k = len(order) - 1  # the last step, settled here
             if pending:  # storages the graph let go of before: gone now?
                 still = []
@@ -167,7 +175,7 @@ class Observer:
             if gnode is END:
                 return
             if observed is None:  # the first step's backward call is the observed one
-                observed = task
+                observed = self.observed = task
             last, last_node, last_task = i, gnode, task
             add_order(i)
             add_released(_NONE)  # a tuple once something is
@@ -177,6 +185,26 @@ class Observer:
 
         self._step = step
         return step
+
+    def _wait(self, waiting: dict[int, list[bool]], i: int, gnode: Any) -> None:
+        """Another backward call's hook for node i (the shared hook is a tensor pre-hook: a torch.autograd.grad
+        whose `inputs` include the node's output calls it and takes the gradient there without running the
+        node): a step once a pre-hook of the node tells it runs, in that call. One-shot (an earlier one for the
+        node is done); removed in finish(); the step is `self._step` (hook()'s, not held here)."""
+        done = waiting.get(i)
+        if done is not None:
+            done[0] = True
+        done = waiting[i] = [False]
+        task_of = GRAPH_TASK or object
+
+        def runs(_grads: Any) -> None:
+            if done[0] or self._step is None:
+                return
+            done[0] = True
+            if task_of() != self.observed:  # (the observed call's run of the node: its own hook recorded it)
+                self._step(RUNS, gnode)
+
+        self.handles.append(gnode.register_prehook(runs))
 
     def _late(self, late: _Late, task: Any, observed: bool, k: int) -> None:
         """Read again the steps of backward call `task` (all of them after the last step: `task` None) read as
@@ -217,6 +245,9 @@ class Observer:
         if self.order:
             self._step(None, END)
         self._step = None  # its closure holds the last graph node
+        for handle in self.handles:  # (_wait's pre-hooks)
+            handle.remove()
+        self.handles = []
         last = len(self.order) - 1
         expired, weaks, freed_at = weak_expired, self.weaks, self.freed_at
         late, alive = [], []  # died after the last step; still alive (who holds each: made when read)
