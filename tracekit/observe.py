@@ -14,7 +14,10 @@ or another thread's: its own graph task, which may keep its graph, and may run i
 before) and the last step (backward may have raised in its rule) are read from one raw slot
 instead (nothing unpacked). A step read as not released (its rule was still running: it started
 another backward call, or another thread's step came first; or its call keeps its graph) is read
-again at each later step, and its values are released at its own step once they are."""
+again when its call's next step starts, and its values are released at its own step once they are.
+Another call's step is recorded once a pre-hook of its node says the node runs (its output's hooks,
+ours among them, are also called where a grad only takes the gradient there). With retain_graph the
+observed call releases nothing: only the other calls' steps are read."""
 
 from __future__ import annotations
 
