@@ -514,7 +514,29 @@ def grad_at_an_intermediate(retain):  # the inner grad takes the gradient at `a`
     return program
 
 
+class ReadsOnce(Twice):  # saves its input as Twice does; its rule reads it the first time it runs only
+    runs = 0
+
+    @staticmethod
+    def backward(ctx, g):
+        ReadsOnce.runs += 1
+        if ReadsOnce.runs == 1:
+            _ = ctx.saved_tensors
+        return g * 2
+
+
+def released_then_run_again():  # a hook's grad (no retain_graph) runs the rule and releases it; the observed
+    ReadsOnce.runs = 0          # call runs it again, which reads nothing, so PyTorch raises nothing
+    x = torch.randn(4, requires_grad=True)
+    m = x.sin()
+    once = ReadsOnce.apply(m)
+    e = once.exp()
+    e.register_hook(lambda g: (torch.autograd.grad(once, m, torch.ones_like(once)), g)[1])
+    return e.sum()
+
+
 @pytest.mark.parametrize("program, again", [
+    (released_then_run_again, None),
     (nested_rule(True), None), (nested_rule(False), "backward through the graph a second time"),
     (nested_twice, None), (grad_in_a_tensor_hook(True), None),
     (grad_in_a_tensor_hook(False), "backward through the graph a second time"),

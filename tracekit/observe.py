@@ -123,7 +123,8 @@ class Observer:
         task_of, observed, last_task = GRAPH_TASK or object, None, None
         late: _Late = {}  # the steps read as not released, by backward call: node index -> (step, node, values)
         waiting: dict[int, list[bool]] = {}  # node index -> the done flag of its latest one-shot pre-hook (_wait)
-        shared = key is SEQUENCE_NR  # the shared hook (a tensor pre-hook), not a pre-hook per node (PreHook)
+        # the shared hook (a tensor pre-hook, not a pre-hook per node: PreHook), and which call each step is
+        shared = key is SEQUENCE_NR and GRAPH_TASK is not None
 
         def step(_grad: Any, gnode: Any = None) -> None:
             nonlocal last, last_node, observed, last_task
@@ -156,9 +157,8 @@ class Observer:
                     held: tuple[int, ...] | None = ids[first:first + counts[last]]
                 else:
                     held = live.get(last)
-                if held:
-                    if task == last_task == observed or (
-                            released_at[held[0]] is None and is_released(last_node, slots[held[0]])):
+                if held and released_at[held[0]] is None:  # (not released by another call's run of the node)
+                    if task == last_task == observed or is_released(last_node, slots[held[0]]):
                         released[k] = held
                         for j in held:
                             released_at[j] = k
@@ -171,9 +171,11 @@ class Observer:
                                         freed[k] = (*freed[k], s)
                                     else:
                                         pending.append(s)
-                    elif released_at[held[0]] is None:  # its rule still running (another call's step came first),
-                        late.setdefault(last_task, {})[last] = (k, last_node, held)  # or its call keeps the graph
-            if late:  # read again: released since?
+                    else:  # its rule still running (another call's step came first), or its call keeps the graph
+                        for group in late.values():  # (this run of the node, not an earlier one)
+                            group.pop(last, None)
+                        late.setdefault(last_task, {})[last] = (k, last_node, held)
+            if late and (task in late or gnode is END):  # read again: released since?
                 self._late(late, task, task == observed, k)
             if gnode is END:
                 return
