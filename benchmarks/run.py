@@ -17,7 +17,8 @@ notebook's own run time.
 The capture rows run PyTorch on one intra-op thread (on a shared 2-core machine two threads spin
 against each other and the plain baseline swings by 10×) and give two ratios: CPU time of this
 process (what the targets are, and what a row is judged on) and wall clock. Each round times the plain
-program, the floors and tracekit, each after a full collection (see `paired`).
+program, the floors, tracekit and the plain program again (its ratio to the first: how far the machine
+alone moves a ratio), each after a full collection (see `paired`).
 """
 
 from __future__ import annotations
@@ -404,12 +405,15 @@ def _capture_row(label: str, forward: Any, target: float, repeat: int) -> None:
         quiet_trace(cap, loss).backward()
 
     nodes = len(tk.trace(forward()).nodes)
-    programs = {**_floors(forward), "tracekit": captured}
+    def plain_again() -> None:  # the same program as the base: how far the machine alone moves a ratio
+        forward().backward()
+
+    programs = {**_floors(forward), "tracekit": captured, "plain again": plain_again}
     for fn in (plain, *programs.values()):
         fn()
     r = paired(plain, programs, repeat)
-    ours, floor, skeleton = r["tracekit"], r["bare_reads"], r["skeleton"]
-    above = {k: sum(x > target for x in r[k]["cpu_ratios"]) for k in r if k != "tracekit"}
+    ours, floor, skeleton, null = r["tracekit"], r["bare_reads"], r["skeleton"], r["plain again"]
+    above = {k: sum(x > target for x in r[k]["cpu_ratios"]) for k in r if k not in ("tracekit", "plain again")}
     over_skeleton = statistics.median(t / s for t, s in zip(ours["cpu_ratios"], skeleton["cpu_ratios"]))
     cpp = r.get("cpp_reads")
     if cpp is not None:
@@ -421,7 +425,8 @@ def _capture_row(label: str, forward: Any, target: float, repeat: int) -> None:
            note=f"CPU time (wall {ours['wall']:.2f}×); plain {ours['base_s'] * 1e3:.0f} ms; same rounds: "
                 f"bare_reads {floor['cpu']:.2f}× (over the target in {above['bare_reads']}/{repeat}), "
                 f"skeleton {skeleton['cpu']:.2f}× ({above['skeleton']}/{repeat}){in_cpp}; tracekit / skeleton "
-                f"{over_skeleton:.2f}×",
+                f"{over_skeleton:.2f}×; plain again / plain {null['cpu']:.2f}× (rounds "
+                f"{min(null['cpu_ratios']):.2f}–{max(null['cpu_ratios']):.2f})",
            cpu_ratio=round(ours["cpu"], 4), wall_ratio=round(ours["wall"], 4), plain_s=ours["base_s"],
            captured_s=ours["ours_s"], nodes=nodes,
            wall_ratios=ours["wall_ratios"], cpu_ratios=ours["cpu_ratios"],
@@ -431,7 +436,8 @@ def _capture_row(label: str, forward: Any, target: float, repeat: int) -> None:
            rounds_bare_reads_over_target=above["bare_reads"], rounds_skeleton_over_target=above["skeleton"],
            tracekit_over_skeleton=round(over_skeleton, 4),
            cpp_reads_cpu_ratio=round(cpp["cpu"], 4) if cpp else None, cpp_reads_cpu_ratios=cpp and cpp["cpu_ratios"],
-           rounds_cpp_reads_over_target=above.get("cpp_reads"))
+           rounds_cpp_reads_over_target=above.get("cpp_reads"),
+           plain_again_cpu_ratio=round(null["cpu"], 4), plain_again_cpu_ratios=null["cpu_ratios"])
 
 
 # 2. trace build + DOT vs torchviz ---------------------------------------------------------------
