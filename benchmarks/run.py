@@ -3,6 +3,7 @@
     python benchmarks/run.py            # everything; prints a table, writes benchmarks/results.json
     python benchmarks/run.py --quick    # smaller sizes (what CI could afford)
     python benchmarks/run.py --only capture,dot
+    python benchmarks/run.py --only capture --rounds 21   # more rounds per row: a steadier median
 
 Targets (issue 37, each a ratio measured in this one run, the median of several interleaved
 repeats): capture + trace + observed backward ≤ 1.5× a plain forward+backward on a 1,500-module
@@ -44,6 +45,7 @@ from tracekit.render.svg import renderer
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS: list[dict] = []
+ROUNDS: int | None = None  # --rounds: the capture, floor and phases rows' rounds (their defaults: 7, 11, 9)
 
 
 def record(name: str, measured: float, target: str, ok: bool | None, unit: str, note: str = "",
@@ -134,7 +136,7 @@ def bench_capture(quick: bool) -> None:
     floors' ratios come from the same rounds as tracekit's, so a floor above a target is shown round by round."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    repeat = 3 if quick else 7
+    repeat = ROUNDS or (3 if quick else 7)
     try:
         setups: list[tuple[str, Any, float]] = [
             (f"capture+trace+observed bwd / plain, MLP width {width}, batch 32",
@@ -284,7 +286,7 @@ def bench_floor(quick: bool) -> None:
     per saved tensor, per backward step), kept as one tuple per row with nothing derived."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    repeat = 5 if quick else 11
+    repeat = ROUNDS or (5 if quick else 11)
     try:
         x0, w0, b0 = (torch.tensor(v, requires_grad=True) for v in (0.5, 0.9, 0.1))
         programs = [(f"MLP width {w}", (lambda net, x: lambda: net(x).pow(2).mean())(mlp(w), torch.randn(32, w)))
@@ -328,7 +330,7 @@ def bench_phases(quick: bool) -> None:
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    repeat = 5 if quick else 9
+    repeat = ROUNDS or (5 if quick else 9)
     phases = ("forward under capture", "trace build", "observed backward")
     try:
         nets = {w: (mlp(w), torch.randn(32, w)) for w in (64, 128)}
@@ -739,6 +741,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset of " + ", ".join(BENCHES))
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results.json"))
+    parser.add_argument("--rounds", type=int, metavar="N",
+                        help="rounds of the capture, floor and phases rows (more: a steadier median, noisy machine)")
     parser.add_argument("--deep-run", type=int, metavar="N", help=argparse.SUPPRESS)  # one deep run (bench_dot)
     args = parser.parse_args()
     if args.deep_run:
@@ -747,20 +751,26 @@ def main() -> int:
     unknown = [name for name in args.only.split(",") if name.strip() not in BENCHES]
     if unknown:
         parser.error(f"--only: no benchmark named {', '.join(unknown)}; there are {', '.join(BENCHES)}")
+    if args.rounds is not None and args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: give at least 1")
+    global ROUNDS
+    ROUNDS = args.rounds
     out = Path(args.out)
     if out.is_dir() or not out.parent.is_dir():  # said now, not after minutes of measuring
         parser.error(f"--out {args.out}: give a file in a folder that exists, e.g. {out / 'results.json'}"
                      if out.is_dir() else f"--out {args.out}: the folder {out.parent} does not exist")
     os.environ.setdefault("MPLBACKEND", "Agg")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    print(f"load average at start: {load}; {os.cpu_count()} CPUs; torch {torch.__version__}")
+    print(f"load average at start: {load}; {os.cpu_count()} CPUs; torch {torch.__version__}"
+          + (f"; {ROUNDS} rounds" if ROUNDS else ""))
     print(f"{'benchmark':72} {'measured':>9} {'':3} {'target':23} status")
     for name in args.only.split(","):
         BENCHES[name.strip()](args.quick)
     load_end = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     print(f"load average at end: {load_end}")
-    out.write_text(json.dumps({"torch": torch.__version__, "cpus": os.cpu_count(), "quick": args.quick,
-                                          "load_average": [load, load_end], "results": RESULTS}, indent=2) + "\n")
+    summary = {"torch": torch.__version__, "cpus": os.cpu_count(), "quick": args.quick, "rounds": ROUNDS,
+               "load_average": [load, load_end], "results": RESULTS}
+    out.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0
 
