@@ -467,3 +467,96 @@ def test_a_loop_of_traces_leaves_the_collectors_schedule_alone():
     assert alive < 300, alive
     gc.collect()
     assert sum(r() is not None for r in refs) == 0
+
+
+def _deep_traced_output(saved: torch.Tensor) -> torch.Tensor:
+    """A traced graph deep enough for the keeper to hold it (its first node saves `saved`)."""
+    from tracekit import keeper
+
+    x = torch.randn(1, requires_grad=True)
+    y = (x * saved).sum()
+    for _ in range(keeper.DEEP + 500):
+        y = y * 1.0001
+    tk.trace(y, progress=False)
+    return y
+
+
+def _freed_within(ref: int, seconds: float) -> bool:
+    import time
+
+    from tracekit.storage import weak_expired
+
+    waited = time.monotonic()
+    while not weak_expired(ref) and time.monotonic() - waited < seconds:
+        time.sleep(0.005)
+    return weak_expired(ref)
+
+
+def test_an_output_that_goes_while_another_outputs_sweep_runs_is_swept_after_it(monkeypatch):
+    """`del y` while the sweep another traced output started is still running, after that sweep has
+    looked at y's graph (still held by y then): y's graph is swept again after it, not left to a
+    collection that, with the collector off, never comes."""
+    import threading
+
+    from tracekit import keeper
+    from tracekit.storage import drop_weak_ref, weak_ref
+
+    looked, go = threading.Event(), threading.Event()
+    release = keeper._release
+
+    def release_then_hold_on() -> None:  # the running sweep: it has looked, and has not returned yet
+        release()
+        if not looked.is_set():
+            looked.set()
+            go.wait(10)
+
+    gc.disable()
+    try:
+        big = torch.randn(100_000)
+        ref = weak_ref(big)
+        y = _deep_traced_output(big)
+        del big
+        monkeypatch.setattr(keeper, "_release", release_then_hold_on)
+        keeper._sweep_soon()  # another output went: its sweep looks at y's graph while y holds it
+        assert looked.wait(10)
+        del y  # while that sweep still runs
+        go.set()
+        assert _freed_within(ref, 5) and keeper.pending() == 0
+        drop_weak_ref(ref)
+    finally:
+        go.set()
+        gc.enable()
+
+
+def test_a_sweep_that_comes_before_the_output_let_go_is_made_good_by_a_later_one(monkeypatch):
+    """The sweep `del y` starts can come while y's graph is still held (on a loaded machine the thread
+    freeing y can pause between telling the keeper and letting go of its node; here another holder of
+    the top node lets go just after the first sweep): a later sweep, a moment after, frees it, with the
+    collector off."""
+    import threading
+
+    from tracekit import keeper
+    from tracekit.storage import drop_weak_ref, weak_ref
+
+    swept = threading.Event()
+    release = keeper._release
+
+    def release_and_tell() -> None:
+        release()
+        swept.set()
+
+    gc.disable()
+    try:
+        big = torch.randn(100_000)
+        ref = weak_ref(big)
+        y = _deep_traced_output(big)
+        del big
+        top = y.grad_fn
+        monkeypatch.setattr(keeper, "_release", release_and_tell)
+        del y  # its sweep finds the top still held (by `top`)
+        assert swept.wait(10)
+        del top  # now nothing holds the graph
+        assert _freed_within(ref, 5) and keeper.pending() == 0
+        drop_weak_ref(ref)
+    finally:
+        gc.enable()

@@ -11,7 +11,7 @@ nodes. Shallow graphs (the usual case) are not touched. A graph traced more than
 run again, an output built on top) is kept by each trace's chain: a kept node counts as free of
 others when only chains hold it, and the last chain to let it go frees it. The sweep runs at each
 collection and a moment after a traced output goes (`del y` frees the graph then, as without
-tracekit, not at the next collection).
+tracekit, not at the next collection), and again a little later where kept nodes are left.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import gc
 import os
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -34,7 +35,10 @@ _chains: list[list[Any]] = []
 _holders: dict[int, int] = {}  # a kept node (by id: it is alive while kept) -> how many chains hold it
 _lock = threading.RLock()
 _busy = False  # a sweep or keep under way on the thread that holds _lock
-_timer: threading.Timer | None = None  # the sweep a traced output's end started, while it waits or runs
+_soon = threading.RLock()  # guards _asked and _sweeping (re-entrant: a collection inside may free an output)
+_asked: list[threading.Event] = []  # the outputs gone since the sweeping thread last looked: each set once it let go
+_sweeping = False  # a thread runs _sweep_while_asked (it looks at _asked again before it ends)
+_SWEEPS = (0.01, 0.05, 0.25, 1.0)  # seconds after outputs went: a sweep at each, while kept nodes are left
 
 
 def keep(graph_nodes: list[Any], outputs: tuple[Any, ...] = ()) -> None:
@@ -62,16 +66,48 @@ def keep(graph_nodes: list[Any], outputs: tuple[Any, ...] = ()) -> None:
 
 
 def _sweep_soon() -> None:
-    """An output of a kept graph is going: sweep once it is gone (called as its Python object dies,
-    before it lets go of its node: a sweep now would find the top still held), from a short-lived
-    thread, after a moment (a sweep that comes too early leaves it to the collection's, as before);
-    one at a time: outputs that go together (a graph traced many times) share it."""
-    global _timer
-    if _timer is not None and _timer.is_alive():
-        return
-    _timer = threading.Timer(0.01, sweep)
-    _timer.daemon = True
-    _timer.start()
+    """An output of a kept graph is going (called as its Python object dies, before it lets go of its
+    node: a sweep now would find the top still held): sweep once it is gone, from a thread of its own.
+    Outputs that go while that thread runs are its next batch; none is left to the collection's sweep
+    (which, with the collector off, never comes)."""
+    global _sweeping
+    ready = threading.Event()
+    try:
+        with _soon:
+            _asked.append(ready)
+            start, _sweeping = not _sweeping, True
+        if start:
+            try:
+                threading.Thread(target=_sweep_while_asked, name="tracekit keeper", daemon=True).start()
+            except RuntimeError:  # no thread to be had: the collection's sweep, as before
+                with _soon:
+                    _sweeping = False
+    finally:
+        ready.set()  # the last thing here: the caller lets go of the node before it lets go of the interpreter
+
+
+def _sweep_while_asked() -> None:
+    """The sweeps the outputs that went ask for, batch by batch until none is left: once every output of a
+    batch has let go (a moment after), and again later while kept nodes are left (the thread that freed an
+    output may pause, on a loaded machine, after telling and before letting go of its node: a sweep that
+    came too early is made good by a later one; each look at a node something else holds is one refcount)."""
+    global _sweeping
+    while True:
+        with _soon:
+            if not _asked:
+                _sweeping = False
+                return
+            batch = _asked[:]
+            _asked.clear()
+        for ready in batch:
+            ready.wait()
+        slept = 0.0
+        for at in _SWEEPS:
+            time.sleep(at - slept)
+            slept = at
+            sweep()
+            if not _chains or _asked:  # all let go, or more outputs went: their batch next
+                break
 
 
 def sweep() -> None:
@@ -139,10 +175,11 @@ def _at_exit() -> None:
 
 
 def _after_fork() -> None:
-    """A forked child has only the forking thread: a lock another thread held (a timer's sweep) would
-    stay held there for ever."""
-    global _lock, _busy, _timer
-    _lock, _busy, _timer = threading.RLock(), False, None
+    """A forked child has only the forking thread: a lock another thread held (the keeper's sweep) would
+    stay held there for ever, and no thread sweeps there."""
+    global _lock, _busy, _soon, _asked, _sweeping
+    _lock, _busy = threading.RLock(), False
+    _soon, _asked, _sweeping = threading.RLock(), [], False
 
 
 gc.callbacks.append(_on_gc)
