@@ -469,16 +469,20 @@ def test_a_loop_of_traces_leaves_the_collectors_schedule_alone():
     assert sum(r() is not None for r in refs) == 0
 
 
-def _deep_traced_output(saved: torch.Tensor) -> torch.Tensor:
-    """A traced graph deep enough for the keeper to hold it (its first node saves `saved`)."""
+def _deep_traced_output() -> tuple[torch.Tensor, int]:
+    """(the output of a traced graph deep enough for the keeper to hold it, a weak reference to the
+    storage of a value only that graph holds: expired once the graph is freed)."""
     from tracekit import keeper
+    from tracekit.storage import weak_ref
 
-    x = torch.randn(1, requires_grad=True)
-    y = (x * saved).sum()
+    x, big = torch.randn(1, requires_grad=True), torch.randn(100_000)
+    y = (x * big).sum()
+    ref = weak_ref(big)
+    del big
     for _ in range(keeper.DEEP + 500):
         y = y * 1.0001
     tk.trace(y, progress=False)
-    return y
+    return y, ref
 
 
 def _freed_within(ref: int, seconds: float) -> bool:
@@ -499,7 +503,7 @@ def test_an_output_that_goes_while_another_outputs_sweep_runs_is_swept_after_it(
     import threading
 
     from tracekit import keeper
-    from tracekit.storage import drop_weak_ref, weak_ref
+    from tracekit.storage import drop_weak_ref
 
     looked, go = threading.Event(), threading.Event()
     release = keeper._release
@@ -512,10 +516,7 @@ def test_an_output_that_goes_while_another_outputs_sweep_runs_is_swept_after_it(
 
     gc.disable()
     try:
-        big = torch.randn(100_000)
-        ref = weak_ref(big)
-        y = _deep_traced_output(big)
-        del big
+        y, ref = _deep_traced_output()
         monkeypatch.setattr(keeper, "_release", release_then_hold_on)
         keeper._sweep_soon()  # another output went: its sweep looks at y's graph while y holds it
         assert looked.wait(10)
@@ -536,7 +537,7 @@ def test_a_sweep_that_comes_before_the_output_let_go_is_made_good_by_a_later_one
     import threading
 
     from tracekit import keeper
-    from tracekit.storage import drop_weak_ref, weak_ref
+    from tracekit.storage import drop_weak_ref
 
     swept = threading.Event()
     release = keeper._release
@@ -547,10 +548,7 @@ def test_a_sweep_that_comes_before_the_output_let_go_is_made_good_by_a_later_one
 
     gc.disable()
     try:
-        big = torch.randn(100_000)
-        ref = weak_ref(big)
-        y = _deep_traced_output(big)
-        del big
+        y, ref = _deep_traced_output()
         top = y.grad_fn
         monkeypatch.setattr(keeper, "_release", release_and_tell)
         del y  # its sweep finds the top still held (by `top`)
