@@ -517,6 +517,7 @@ def test_an_output_that_goes_while_another_outputs_sweep_runs_is_swept_after_it(
     gc.disable()
     try:
         y, ref = _deep_traced_output()
+        monkeypatch.setattr(keeper, "_SWEEPS", (0.01,))  # one sweep per batch: no later sweep to fall back on
         monkeypatch.setattr(keeper, "_release", release_then_hold_on)
         keeper._sweep_soon()  # another output went: its sweep looks at y's graph while y holds it
         assert looked.wait(10)
@@ -558,3 +559,92 @@ def test_a_sweep_that_comes_before_the_output_let_go_is_made_good_by_a_later_one
         drop_weak_ref(ref)
     finally:
         gc.enable()
+
+
+def test_an_output_that_goes_while_the_sweeps_wait_for_a_kept_graph_is_swept_at_once(monkeypatch):
+    """While another traced deep graph stays (its output kept), the sweeping thread waits between its
+    later sweeps: an output that goes meanwhile is swept a moment after, not at the next of them."""
+    from tracekit import keeper
+    from tracekit.storage import drop_weak_ref
+
+    monkeypatch.setattr(keeper, "_SWEEPS", (0.01, 60.0))  # the later sweep: a minute off
+    gc.disable()
+    try:
+        kept, kept_ref = _deep_traced_output()
+        y, ref = _deep_traced_output()
+        first, first_ref = _deep_traced_output()
+        del first  # its batch: one sweep, then the wait (the kept graph is left)
+        assert _freed_within(first_ref, 5)
+        del y
+        assert _freed_within(ref, 5)
+        del kept
+        assert _freed_within(kept_ref, 5) and keeper.pending() == 0
+        for r in (ref, first_ref, kept_ref):
+            drop_weak_ref(r)
+    finally:
+        gc.enable()
+
+
+def test_a_sweep_that_raises_ends_its_thread_and_the_next_output_is_still_swept(monkeypatch):
+    """A sweep raising in the keeper's thread (it ends, its error told by threading) leaves no state that
+    stops the next traced output's sweep: with the collector off, that output's graph (and the one whose
+    sweep raised) are still freed."""
+    import threading
+
+    from tracekit import keeper
+    from tracekit.storage import drop_weak_ref
+
+    raised = threading.Event()
+    release = keeper._release
+
+    def raise_once() -> None:
+        if not raised.is_set():
+            raised.set()
+            raise RuntimeError("a sweep that fails")
+        release()
+
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)  # (the thread's error, told nowhere here)
+    gc.disable()
+    try:
+        y1, ref1 = _deep_traced_output()
+        y2, ref2 = _deep_traced_output()
+        monkeypatch.setattr(keeper, "_release", raise_once)
+        del y1
+        assert raised.wait(10)
+        del y2
+        assert _freed_within(ref2, 5) and _freed_within(ref1, 5) and keeper.pending() == 0
+        drop_weak_ref(ref1)
+        drop_weak_ref(ref2)
+    finally:
+        gc.enable()
+
+
+def test_the_process_exits_when_the_keepers_thread_was_sweeping_as_it_ended(tmp_path):
+    """At exit the keeper's thread can be stopped for good in the middle of a sweep, holding its lock, while
+    a traced deep output still lives (a module global): the collection at exit must not wait for that lock."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "exits.py"
+    script.write_text(
+        "import atexit, time\n"
+        "def at_exit():  # runs after the keeper's own at-exit sweep (registered first: last)\n"
+        "    from tracekit import keeper\n"
+        "    release = keeper._release\n"
+        "    def slow():  # the keeper's thread, inside a sweep, when the interpreter stops it\n"
+        "        time.sleep(0.5)\n"
+        "        release()\n"
+        "    keeper._release = slow\n"
+        "    keeper._sweep_soon()\n"
+        "    time.sleep(0.1)\n"
+        "atexit.register(at_exit)\n"
+        "import torch, tracekit as tk\n"
+        "from tracekit import keeper\n"
+        "x = torch.randn(1, requires_grad=True)\n"
+        "A = x * 1.0\n"
+        "for _ in range(keeper.DEEP + 10):\n"
+        "    A = A * 1.0001\n"
+        "tk.trace(A, progress=False)  # A lives on: kept nodes at exit\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]

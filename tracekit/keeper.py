@@ -21,6 +21,7 @@ import contextlib
 import ctypes
 import gc
 import os
+import queue
 import sys
 import threading
 import time
@@ -35,9 +36,10 @@ _chains: list[list[Any]] = []
 _holders: dict[int, int] = {}  # a kept node (by id: it is alive while kept) -> how many chains hold it
 _lock = threading.RLock()
 _busy = False  # a sweep or keep under way on the thread that holds _lock
-_soon = threading.RLock()  # guards _asked and _sweeping (re-entrant: a collection inside may free an output)
-_asked: list[threading.Event] = []  # the outputs gone since the sweeping thread last looked: each set once it let go
-_sweeping = False  # a thread runs _sweep_while_asked (it looks at _asked again before it ends)
+# the outputs that went, each an Event set once it let go (a SimpleQueue: put is safe from any callback)
+_requests: queue.SimpleQueue[threading.Event] = queue.SimpleQueue()
+_soon = threading.RLock()  # guards _sweeping; nothing under it allocates (no collection starts there)
+_sweeping = False  # a thread runs _sweep_while_asked (it looks at _requests again before it ends)
 _SWEEPS = (0.01, 0.05, 0.25, 1.0)  # seconds after outputs went: a sweep at each, while kept nodes are left
 
 
@@ -73,41 +75,68 @@ def _sweep_soon() -> None:
     global _sweeping
     ready = threading.Event()
     try:
+        _requests.put(ready)
         with _soon:
-            _asked.append(ready)
             start, _sweeping = not _sweeping, True
         if start:
             try:
                 threading.Thread(target=_sweep_while_asked, name="tracekit keeper", daemon=True).start()
-            except RuntimeError:  # no thread to be had: the collection's sweep, as before
+            except BaseException as error:  # no thread to be had: the collection's sweep, as before
                 with _soon:
                     _sweeping = False
+                if not isinstance(error, RuntimeError):
+                    raise
     finally:
         ready.set()  # the last thing here: the caller lets go of the node before it lets go of the interpreter
 
 
 def _sweep_while_asked() -> None:
     """The sweeps the outputs that went ask for, batch by batch until none is left: once every output of a
-    batch has let go (a moment after), and again later while kept nodes are left (the thread that freed an
-    output may pause, on a loaded machine, after telling and before letting go of its node: a sweep that
-    came too early is made good by a later one; each look at a node something else holds is one refcount)."""
+    batch has let go (a moment after), and again later while kept nodes are left, unless more outputs go
+    first (the thread that freed an output may pause, on a loaded machine, after telling and before letting
+    go of its node: a sweep that came too early is made good by a later one; each look at a node something
+    else holds is one refcount). A sweep that raises ends the thread: the next output starts another."""
     global _sweeping
-    while True:
-        with _soon:
-            if not _asked:
-                _sweeping = False
-                return
-            batch = _asked[:]
-            _asked.clear()
-        for ready in batch:
-            ready.wait()
-        slept = 0.0
-        for at in _SWEEPS:
-            time.sleep(at - slept)
-            slept = at
+    ended = False
+    try:
+        batch: list[threading.Event] = []
+        while True:
+            batch += _asked()
+            if not batch:
+                with _soon:  # (_sweep_soon puts, then looks at _sweeping under _soon)
+                    if _requests.empty():
+                        _sweeping, ended = False, True
+                        return
+                continue
+            for ready in batch:
+                ready.wait()
+            batch = []
+            time.sleep(_SWEEPS[0])
             sweep()
-            if not _chains or _asked:  # all let go, or more outputs went: their batch next
-                break
+            slept = _SWEEPS[0]
+            for at in _SWEEPS[1:]:
+                if not _chains:  # all let go
+                    break
+                try:
+                    batch.append(_requests.get(timeout=at - slept))  # more outputs went: their batch next
+                    break
+                except queue.Empty:
+                    slept = at
+                    sweep()
+    finally:
+        if not ended:
+            with _soon:
+                _sweeping = False
+
+
+def _asked() -> list[threading.Event]:
+    """The outputs that went and no sweep has been made for yet (without waiting)."""
+    found = []
+    while True:
+        try:
+            found.append(_requests.get_nowait())
+        except queue.Empty:
+            return found
 
 
 def sweep() -> None:
@@ -161,8 +190,15 @@ def gc_paused() -> Iterator[None]:
 
 
 def _on_gc(phase: str, info: dict[str, Any]) -> None:
-    if phase == "stop" and _chains:
-        sweep()
+    if phase != "stop" or not _chains:
+        return
+    if not sys.is_finalizing():
+        sweep()  # (waits for another thread's sweep: nothing that holds _soon allocates, so none starts a collection)
+    elif _lock.acquire(blocking=False):  # at exit the keeper's thread may have been stopped for good holding _lock
+        try:
+            sweep()
+        finally:
+            _lock.release()
 
 
 def _at_exit() -> None:
@@ -177,9 +213,9 @@ def _at_exit() -> None:
 def _after_fork() -> None:
     """A forked child has only the forking thread: a lock another thread held (the keeper's sweep) would
     stay held there for ever, and no thread sweeps there."""
-    global _lock, _busy, _soon, _asked, _sweeping
+    global _lock, _busy, _soon, _requests, _sweeping
     _lock, _busy = threading.RLock(), False
-    _soon, _asked, _sweeping = threading.RLock(), [], False
+    _soon, _requests, _sweeping = threading.RLock(), queue.SimpleQueue(), False
 
 
 gc.callbacks.append(_on_gc)
