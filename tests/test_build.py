@@ -270,3 +270,56 @@ def test_each_saved_tensors_bytes_shape_and_dtype_are_its_own_whatever_was_seen_
             assert r.shape == tuple(c.shape)
             assert r.nbytes == c.numel() * c.element_size()
             assert r.dtype == str(c.dtype).removeprefix("torch.")
+
+
+def test_each_nodes_saved_attribute_is_its_own_value_and_type_when_nodes_share_one():
+    """One (name, value) pair is made per int or str value of a node type's one attribute and shared by
+    the nodes that saved it; 1 and 1.0 (equal as keys) stay apart, and a type whose value is new at every
+    node keeps no pile of pairs."""
+    from tracekit.build import _PAIRS_KEPT, _TYPES
+
+    a, b = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    y = (torch.add(a, b) + torch.add(a, b, alpha=2) + torch.add(a, b, alpha=1.0) + torch.add(a, b, alpha=0.5)
+         + torch.nn.functional.gelu(a) + torch.nn.functional.gelu(b, approximate="tanh") + torch.add(a, b))
+    tr = tk.trace(y.sum())
+    seen = [(n.name, n.attributes) for n in tr.nodes if n.name in ("AddBackward0", "GeluBackward0")]
+    alphas = [(v, type(v)) for name, attrs in seen if name == "AddBackward0" for v in attrs.values()]
+    assert alphas[:4] == [(1, int), (2, int), (1, int), (1.0, float)]  # a + b's own alpha between each call's
+    assert (0.5, float) in alphas and alphas.count((1, int)) == 8 and alphas.count((1.0, float)) == 1
+    assert [attrs for name, attrs in seen if name == "GeluBackward0"] == [{"approximate": "none"},
+                                                                       {"approximate": "tanh"}]
+    firsts = [tr.record.node_columns.attributes[n.index] for n in tr.nodes
+              if n.attributes == {"alpha": 1} and type(n.attributes["alpha"]) is int]
+    assert len(firsts) == 8 and all(pairs is firsts[0] for pairs in firsts)  # one tuple, shared
+
+    v = torch.randn(3, requires_grad=True)
+    for k in range(2, 2 + 3 * _PAIRS_KEPT):
+        v = v.pow(k).tanh()
+    tr = tk.trace(v.sum())
+    assert [n.attributes["exponent"] for n in tr.nodes if n.name == "PowBackward0"] == list(range(2, 2 + 3 * _PAIRS_KEPT))
+    kept = next(info[5][3] for (kind, _), info in _TYPES.items() if info[0] == "PowBackward0")
+    assert len(kept) == _PAIRS_KEPT
+
+
+def test_the_inputs_column_is_made_when_read_and_reads_as_each_nodes_inputs():
+    """The build keeps every node's inputs as one flat tuple and makes the column on its first read:
+    node by node it is the graph's next_functions (leaf labels, node indexes; an input that gets no
+    gradient left out), and pickle, JSON and equality see a plain tuple."""
+    import pickle
+
+    from tracekit.rows import Formatted
+
+    w = torch.randn(3, requires_grad=True)
+    c = torch.randn(3)  # gets no gradient: MulBackward0's next_functions has None for it
+    h = (w * c).exp()
+    y = (h * w + c * h).sum()
+    tr = tk.trace(y)
+    column = tr.record.node_columns.inputs
+    assert isinstance(column, Formatted) and column._text is None
+    assert [n.name for n in tr.nodes] == ["MulBackward0", "ExpBackward0", "MulBackward0", "MulBackward0",
+                                          "AddBackward0", "SumBackward0"]
+    assert [tr.nodes[i].inputs for i in range(6)] == [("w",), (0,), (1, "w"), (1,), (2, 3), (4,)]
+    assert [n.needs for n in tr.nodes][0] == (True, False) and tr.nodes[3].needs == (False, True)
+    assert type(column._text) is tuple and column._text == ((("w",), (0,), (1, "w"), (1,), (2, 3), (4,)))
+    assert pickle.loads(pickle.dumps(tr.record)) == tr.record
+    assert tk.load_trace(tr.to_json()).record.node_columns.inputs == column

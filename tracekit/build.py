@@ -10,8 +10,8 @@ import functools
 import math
 import re
 from bisect import bisect_right
-from itertools import accumulate, chain, compress, islice
-from operator import attrgetter, gt, is_not, itemgetter, not_
+from itertools import accumulate, chain, compress, count, islice, repeat
+from operator import attrgetter, gt, is_, is_not, itemgetter, not_
 from types import CodeType
 from typing import Any, Protocol
 
@@ -217,6 +217,7 @@ class _Builder:
         self.residuals = _Table(len(ResidualColumns._fields))  # one plain tuple per residual, then by column
         self.position: dict[Any, int] = {}
         self.parameter_keys: dict[StorageKey, str] = {}  # storage of a leaf that gets a gradient -> its label
+        self.claimed: set[Any] = set()  # those keys and the names' (build())
         self.backend = backend_of_outputs(outputs)  # "meta" / "fake": a trace without data
         self.kept: tuple[bool, ...] = ()  # per output: held strongly by the trace (a temporary)
         self.exact = False  # the sources' ranges read from the sequence counter (build_trace)
@@ -224,6 +225,7 @@ class _Builder:
         self.inputs: dict[Any, int | str] = {}  # a node's input: graph node -> its index, leaf node -> its label
         self.flat_inputs: tuple[int | str | None, ...] = ()  # every node's inputs, in order (build())
         self.input_at: list[int] = []  # where each node's are in flat_inputs
+        self.with_none: set[int] | frozenset[int] = frozenset()  # the nodes with an input that gets no gradient
         self.nodes = _Table(8)  # one plain tuple per node (its name first; no source or module yet), then by column
         self.recomputed = False  # whether a residual is recomputed (a checkpointed region's)
         # fill(): role() of a leaf's value, by (storage key, requires_grad, type)
@@ -242,12 +244,16 @@ class _Builder:
             var = n.variable
             key = storage_key(var)
             keys[key] = self.leaf_label(n, var, key)
+        self.claimed = keys.keys() | self.names.keys()  # storages of leaves with gradients, and named ones
         self.inputs = {**self.position, **self.label_of, None: None}  # graph node -> its index, leaf node -> its label
         nexts = list(map(edges.__getitem__, graph_nodes))
         del edges
         # every node's inputs in one C-level pass over all edges (node i's: flat[at[i]:at[i] + len(nexts[i])])
         self.flat_inputs = tuple(map(self.inputs.__getitem__, map(_FIRST, chain.from_iterable(nexts))))
         self.input_at = [0, *accumulate(map(len, nexts))]
+        if None in self.flat_inputs:  # the nodes with an input that gets no gradient (None), found in C
+            at = self.input_at
+            self.with_none = {bisect_right(at, k) - 1 for k in compress(count(), map(is_, self.flat_inputs, repeat(None)))}
         owners, made_all = (None, False) if self.sources is None else \
             _owners(seq, self.sources, nexts, self.position, self.exact)
         if made_all and isinstance(self.mutations, Mutations):  # a capture kept over a long loop: this graph's
@@ -264,6 +270,8 @@ class _Builder:
                 table.move_some(_MOVED_EVERY)
         bar.close()
         node_columns = self.nodes.columns()
+        if None in node_columns[2]:  # inputs fill() left to their slice of flat_inputs: made when read
+            node_columns[2] = _inputs(node_columns[2], self.flat_inputs, self.input_at)
         node_columns[2:2] = _source_columns(owners, self.sources, n)
         none = (None,) * n
         node_columns += [none, tuple(map(modules.get, owners)) if owners is not None and modules else none]
@@ -332,9 +340,9 @@ class _Builder:
         types, position, okeys = _TYPES, self.position, self.output_keys
         rows, res, storage_rows = self.nodes.rows, self.residuals.rows, self.storages.rows  # (moved between calls)
         moved, storages_moved = self.residuals.moved, self.storages.moved
-        index_get, shapes = self.storage_index.get, self.shapes
-        pkeys, names, value_roles = self.parameter_keys, self.names, self.value_roles
-        same_needs, flat, input_at = self.needs_seen.setdefault, self.flat_inputs, self.input_at
+        index_setdefault, shapes, claimed = self.storage_index.setdefault, self.shapes, self.claimed
+        names, value_roles = self.names, self.value_roles
+        same_needs, flat, input_at, with_none = self.needs_seen.setdefault, self.flat_inputs, self.input_at, self.with_none
         require("saved_slots", "reading what an autograd node saved")  # (slots and attributes, read below)
         add_row, add_res, add_weak, add_storage = rows.append, res.append, self.weaks.append, storage_rows.append
         for i in range(start, stop):
@@ -346,9 +354,9 @@ class _Builder:
                 self.node(gnode, i, nx)
                 continue
             name, op, by_slot, rule_of, _, read_attributes, fill_slots, by_needs, needs = info
-            inputs = flat[input_at[i]:input_at[i + 1]]
-            if None in inputs:  # an input that gets no gradient: not an input, and `needs` says so
-                needs, inputs = _given(inputs, same_needs)
+            inputs = None  # (its slice of flat_inputs, made when the column is read: _inputs)
+            if i in with_none:  # an input that gets no gradient: not an input, and `needs` says so
+                needs, inputs = _given(flat[input_at[i]:input_at[i + 1]], same_needs)
                 # without the slots PyTorch leaves empty for this pattern (x * c saves no x; maybe none left)
                 fill_slots = by_needs.get(needs)
                 if fill_slots is None:
@@ -374,13 +382,16 @@ class _Builder:
                 kind = type(t)
                 cpu = kind is _TENSOR and t.is_cpu  # (then not meta: one getter less for the common value)
                 plain = cpu or (kind is _TENSOR or kind is _PARAMETER_TYPE) and not t.is_meta
-                if not (plain and t.layout is _STRIDED):
+                try:  # (a tensor of another layout, sparse or mkldnn, has no storage to read: NotImplementedError)
+                    storage_object = t.untyped_storage() if plain else None
+                except NotImplementedError:
+                    storage_object = None
+                if storage_object is None:
                     if kind is tuple or kind is list:
                         break  # a list of saved tensors: node() reads each
                     self.residual(i, gnode, (slot, _LIVE, t, _GRAPH, None, None), None, {slot: rule_of[slot]}, name)
                     continue
                 device = "cpu" if cpu or t.is_cpu else device_text(t.device)
-                storage_object = t.untyped_storage()
                 key = (device, storage_object.data_ptr())
                 producer = t.grad_fn
                 if producer is gnode or (producer is None and result):  # role(), inline: its output
@@ -398,11 +409,11 @@ class _Builder:
                         role, from_node, from_name, made = found
                 else:
                     role, from_node, from_name, made = self.role(slot, t, gnode, key, producer, _VERSION(t), name)
-                storage = index_get(key)
-                if storage is None:
-                    if (producer is not None or not t.requires_grad) and key not in pkeys and key not in names:
+                new = storages_moved + len(storage_rows)
+                storage = index_setdefault(key, new)  # (one lookup: the row is made next where it is new)
+                if storage == new:
+                    if (producer is not None or not t.requires_grad) and key not in claimed:
                         # an op's output, or a value that gets no gradient, that nobody named (new_storage's row)
-                        storage = self.storage_index[key] = storages_moved + len(storage_rows)
                         add_storage((key, storage_object.nbytes(), device, None, (), False, key in okeys, None))
                         add_weak(storage_weak_ref(storage_object))
                     else:
@@ -410,9 +421,16 @@ class _Builder:
                 size, dtype = t.shape, t.dtype
                 shape, numel = shapes.get(size) or _new_shape(shapes, size)  # each shape seen: one tuple, its numel
                 text, itemsize = _DTYPES.get(dtype) or _new_dtype(dtype)
+                values = None
+                if numel <= 4:  # _values(t), inline
+                    try:
+                        values = t.tolist()
+                    except RuntimeError:  # e.g. a real scalar read while a FakeTensorMode is active
+                        values = None
+                    if type(values) is list and len(shape) > 1:
+                        values = _values(t)
                 add_res((i, slot, shape, text, device, numel * itemsize, storage, role, rule_of[slot], from_node,
-                         from_name, _GRAPH, _LIVE, _VERSION(t), None, None, _values(t) if numel <= 4 else None, (),
-                         made, None))
+                         from_name, _GRAPH, _LIVE, _VERSION(t), None, None, values, (), made, None))
             else:
                 attrs = () if read_attributes is None else _attribute_values(gnode, read_attributes)
                 add_row((name, op, inputs, first, moved + len(res) - first, attrs, by_slot is not None, needs))
@@ -649,6 +667,12 @@ def _formatted(columns: Any, names: tuple[str, ...]) -> Any:
                             preview=Formatted(lambda: map(_preview_text, previews)))
 
 
+def _inputs(given: tuple[tuple[Any, ...] | None, ...], flat: tuple[Any, ...], at: list[int]) -> Formatted:
+    """The inputs column, made when first read (`given`: a node's inputs, None for its slice of `flat`,
+    every node's inputs in order, node i's from at[i])."""
+    return Formatted(lambda: [flat[at[i]:at[i + 1]] if ins is None else ins for i, ins in enumerate(given)])
+
+
 def _members(storage_of: tuple[int | None, ...], n: int) -> list[tuple[int, ...]]:
     """Each storage's residuals (`storage_of`: each residual's storage, `n`: how many storages)."""
     members: list[list[int]] = [[] for _ in range(n)]
@@ -719,6 +743,7 @@ _FIRST_ONLY, _SECOND_ONLY, _NEITHER = (True, False), (False, True), (False, Fals
 _MADE = (_INTERMEDIATE, _OUTPUT)  # an op's output's Role, by whether it is a traced output's storage
 _CHECKPOINT_RULES = {"*": CHECKPOINT_RULE}  # the rule of every row a checkpoint keeps for recompute
 _TYPES: dict[tuple[type, int], tuple[Any, ...]] = {}
+_PAIRS_KEPT = 64  # per node type: the (name, value) pairs kept for values seen again (_attribute_values)
 _NO_GRAD_CONSTANT = ("constant (no grad)", None, None, _CONSTANT)  # role() of a constant nobody named
 _OUTPUT_OF_THIS, _OUTPUT_OF = 1, 2  # role codes: `output of #3 MulBackward0 (this node)`, `output of #3 MulBackward0`
 
@@ -738,7 +763,8 @@ def _given(inputs: tuple[Any, ...], same_needs: Any) -> tuple[tuple[bool, ...], 
 def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
     """What does not change per node type (and number of inputs): its name, its op (None for a custom
     Function, named by its class), the formulas by slot, each tensor slot's rule text, its tensor slots,
-    (its attribute slots' names, one getter of their values, whether there is one) or None for no
+    (its attribute slots' names, one getter of their values, whether there is one, the pairs made of
+    one's values) or None for no
     attributes, its tensor slots again with whether each is a result (fill's loop), those by pattern of
     inputs that get a gradient (_slots_for), and `needs` where every input gets one; for a custom
     Function only its name, formulas and that `needs` (the rest None or empty)."""
@@ -749,7 +775,7 @@ def _type_info(gnode: Any, n_inputs: int) -> tuple[Any, ...]:
         return name, None, by_slot, {}, None, None, None, None, needs
     rule_of = {slot: rules.rule_text(slot, by_slot) for slot in slot_names(type(gnode))[0]}
     slots = attribute_slots(type(gnode))
-    read = (tuple(slot for slot, _ in slots), attrgetter(*(attr for _, attr in slots)), len(slots) == 1) \
+    read = (tuple(slot for slot, _ in slots), attrgetter(*(attr for _, attr in slots)), len(slots) == 1, {}) \
         if slots else None
     tensor_slots = tensor_attributes(type(gnode))
     fill_slots = tuple((*slot, slot[0].startswith("result")) for slot in tensor_slots)  # and whether it is a result
@@ -781,14 +807,23 @@ def _slots_for(gnode: Any, info: tuple[Any, ...], needs: tuple[bool, ...]) -> tu
     return kept
 
 
-def _attribute_values(gnode: Any, read: tuple[tuple[str, ...], Any, bool]) -> tuple[tuple[str, Any], ...]:
+def _attribute_values(gnode: Any, read: tuple[tuple[str, ...], Any, bool, dict[Any, Any]]) -> tuple[tuple[str, Any], ...]:
     """internals.saved_attribute_values, plain (_plain_values), with one C-level read of every value
-    (`read`: _type_info's slot names, their getter, whether there is one; the caller checked that
-    this torch names saved values: internals.require)."""
-    names, get, one = read
+    (`read`: _type_info's slot names, their getter, whether there is one, and the pairs made so far
+    for the values seen of one int or str: `alpha=1` on node after node is one tuple; the caller
+    checked that this torch names saved values: internals.require)."""
+    names, get, one, made = read
     if one:
         value = get(gnode)
-        return ((names[0], value),) if type(value) in _ATOMS else _plain_values(((names[0], value),))
+        kind = type(value)
+        if kind is int or kind is str:  # (not bool, float: True == 1, 0.0 == -0.0 as keys)
+            pairs = made.get(value)
+            if pairs is None:
+                pairs = ((names[0], value),)
+                if len(made) < _PAIRS_KEPT:  # (an attribute whose value is new at every node keeps no pile)
+                    made[value] = pairs
+            return pairs
+        return ((names[0], value),) if kind in _ATOMS else _plain_values(((names[0], value),))
     return _plain_values(tuple(zip(names, get(gnode))))
 
 
