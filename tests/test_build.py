@@ -296,7 +296,8 @@ def test_each_nodes_saved_attribute_is_its_own_value_and_type_when_nodes_share_o
     for k in range(2, 2 + 3 * _PAIRS_KEPT):
         v = v.pow(k).tanh()
     tr = tk.trace(v.sum())
-    assert [n.attributes["exponent"] for n in tr.nodes if n.name == "PowBackward0"] == list(range(2, 2 + 3 * _PAIRS_KEPT))
+    exponents = [n.attributes["exponent"] for n in tr.nodes if n.name == "PowBackward0"]
+    assert exponents == list(range(2, 2 + 3 * _PAIRS_KEPT))
     kept = next(info[5][3] for (kind, _), info in _TYPES.items() if info[0] == "PowBackward0")
     assert len(kept) == _PAIRS_KEPT
 

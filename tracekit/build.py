@@ -253,7 +253,8 @@ class _Builder:
         self.input_at = [0, *accumulate(map(len, nexts))]
         if None in self.flat_inputs:  # the nodes with an input that gets no gradient (None), found in C
             at = self.input_at
-            self.with_none = {bisect_right(at, k) - 1 for k in compress(count(), map(is_, self.flat_inputs, repeat(None)))}
+            nones = compress(count(), map(is_, self.flat_inputs, repeat(None)))  # where each None is
+            self.with_none = {bisect_right(at, k) - 1 for k in nones}
         owners, made_all = (None, False) if self.sources is None else \
             _owners(seq, self.sources, nexts, self.position, self.exact)
         if made_all and isinstance(self.mutations, Mutations):  # a capture kept over a long loop: this graph's
@@ -342,7 +343,7 @@ class _Builder:
         moved, storages_moved = self.residuals.moved, self.storages.moved
         index_setdefault, shapes, claimed = self.storage_index.setdefault, self.shapes, self.claimed
         names, value_roles = self.names, self.value_roles
-        same_needs, flat, input_at, with_none = self.needs_seen.setdefault, self.flat_inputs, self.input_at, self.with_none
+        with_none = self.with_none
         require("saved_slots", "reading what an autograd node saved")  # (slots and attributes, read below)
         add_row, add_res, add_weak, add_storage = rows.append, res.append, self.weaks.append, storage_rows.append
         for i in range(start, stop):
@@ -353,14 +354,10 @@ class _Builder:
             if info[1] is None:  # a custom Function
                 self.node(gnode, i, nx)
                 continue
-            name, op, by_slot, rule_of, _, read_attributes, fill_slots, by_needs, needs = info
+            name, op, by_slot, rule_of, _, read_attributes, fill_slots, _, needs = info
             inputs = None  # (its slice of flat_inputs, made when the column is read: _inputs)
             if i in with_none:  # an input that gets no gradient: not an input, and `needs` says so
-                needs, inputs = _given(flat[input_at[i]:input_at[i + 1]], same_needs)
-                # without the slots PyTorch leaves empty for this pattern (x * c saves no x; maybe none left)
-                fill_slots = by_needs.get(needs)
-                if fill_slots is None:
-                    fill_slots = _slots_for(gnode, info, needs)
+                needs, inputs, fill_slots = self.given(gnode, i, info)
             first = moved + len(res)
             # the raw slot of a node's first saved value tells whether its values carry hooks (all are packed under the
             # hooks active when it was made; an empty slot never is; one set by hand on a later slot is read through)
@@ -421,14 +418,13 @@ class _Builder:
                 size, dtype = t.shape, t.dtype
                 shape, numel = shapes.get(size) or _new_shape(shapes, size)  # each shape seen: one tuple, its numel
                 text, itemsize = _DTYPES.get(dtype) or _new_dtype(dtype)
-                values = None
-                if numel <= 4:  # _values(t), inline
+                if numel > 4:
+                    values = None
+                else:  # _values(t), inline where it has at most one dimension
                     try:
-                        values = t.tolist()
+                        values = t.tolist() if len(shape) < 2 else _values(t)
                     except RuntimeError:  # e.g. a real scalar read while a FakeTensorMode is active
                         values = None
-                    if type(values) is list and len(shape) > 1:
-                        values = _values(t)
                 add_res((i, slot, shape, text, device, numel * itemsize, storage, role, rule_of[slot], from_node,
                          from_name, _GRAPH, _LIVE, _VERSION(t), None, None, values, (), made, None))
             else:
@@ -437,6 +433,15 @@ class _Builder:
                 continue
             del res[first - moved:]  # a slot that is not a plain held tensor: the node again, each slot read as it is
             self.node(gnode, i, nx)
+
+    def given(self, gnode: Any, i: int, info: tuple[Any, ...]) -> tuple[tuple[bool, ...], tuple[Any, ...], Any]:
+        """(`needs`, the inputs that get a gradient, fill()'s slots) of node i, which has an input that gets
+        none: without the slots PyTorch leaves empty for that pattern (x * c saves no x; maybe none left)."""
+        needs, inputs = _given(self.flat_inputs[self.input_at[i]:self.input_at[i + 1]], self.needs_seen.setdefault)
+        fill_slots = info[7].get(needs)
+        if fill_slots is None:
+            fill_slots = _slots_for(gnode, info, needs)
+        return needs, inputs, fill_slots
 
     def node(self, gnode: Any, i: int, nexts: tuple[tuple[Any, int], ...]) -> None:
         """One forward op with its residuals, appended as a plain tuple, each slot read as it is (hooks,
@@ -807,7 +812,8 @@ def _slots_for(gnode: Any, info: tuple[Any, ...], needs: tuple[bool, ...]) -> tu
     return kept
 
 
-def _attribute_values(gnode: Any, read: tuple[tuple[str, ...], Any, bool, dict[Any, Any]]) -> tuple[tuple[str, Any], ...]:
+def _attribute_values(gnode: Any,
+                      read: tuple[tuple[str, ...], Any, bool, dict[Any, Any]]) -> tuple[tuple[str, Any], ...]:
     """internals.saved_attribute_values, plain (_plain_values), with one C-level read of every value
     (`read`: _type_info's slot names, their getter, whether there is one, and the pairs made so far
     for the values seen of one int or str: `alpha=1` on node after node is one tuple; the caller
