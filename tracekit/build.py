@@ -255,7 +255,7 @@ class _Builder:
             at = self.input_at
             nones = compress(count(), map(is_, self.flat_inputs, repeat(None)))  # where each None is
             self.with_none = {bisect_right(at, k) - 1 for k in nones}
-        owners, made_all = (None, False) if self.sources is None else \
+        owners, made_all, calls = (None, False, None) if self.sources is None else \
             _owners(seq, self.sources, nexts, self.position, self.exact)
         if made_all and isinstance(self.mutations, Mutations):  # a capture kept over a long loop: this graph's
             self.mutations = self.mutations.since(seq[0])  # (where every node was made under it, in its order)
@@ -273,7 +273,7 @@ class _Builder:
         node_columns = self.nodes.columns()
         if None in node_columns[2]:  # inputs fill() left to their slice of flat_inputs: made when read
             node_columns[2] = _inputs(node_columns[2], self.flat_inputs, self.input_at)
-        node_columns[2:2] = _source_columns(owners, self.sources, n)
+        node_columns[2:2] = _source_columns(owners, self.sources, n, calls)
         none = (None,) * n
         node_columns += [none, tuple(map(modules.get, owners)) if owners is not None and modules else none]
         output_names = [self.names.get(storage_key(t), (None,))[0] if t.layout == torch.strided else None
@@ -390,11 +390,11 @@ class _Builder:
                     continue
                 device = "cpu" if cpu or t.is_cpu else device_text(t.device)
                 key = (device, storage_object.data_ptr())
-                producer = t.grad_fn
+                producer, out = t.grad_fn, key in okeys
                 if producer is gnode or (producer is None and result):  # role(), inline: its output
-                    role, from_node, from_name, made = _OUTPUT_OF_THIS, i, None, _MADE[key in okeys]
+                    role, from_node, from_name, made = _OUTPUT_OF_THIS, i, None, _MADE[out]
                 elif producer is not None and (at := position.get(producer)) is not None and not result:
-                    role, from_node, from_name, made = _OUTPUT_OF, at, None, _MADE[key in okeys]
+                    role, from_node, from_name, made = _OUTPUT_OF, at, None, _MADE[out]
                 elif producer is None:  # a leaf's value, or a constant (not a result: above)
                     if not t.requires_grad and kind is _TENSOR and key not in names:  # role(), inline for a constant
                         role, from_node, from_name, made = _NO_GRAD_CONSTANT
@@ -411,7 +411,7 @@ class _Builder:
                 if storage == new:
                     if (producer is not None or not t.requires_grad) and key not in claimed:
                         # an op's output, or a value that gets no gradient, that nobody named (new_storage's row)
-                        add_storage((key, storage_object.nbytes(), device, None, (), False, key in okeys, None))
+                        add_storage((key, storage_object.nbytes(), device, None, (), False, out, None))
                         add_weak(storage_weak_ref(storage_object))
                     else:
                         storage = self.new_storage(key, t, device, storage_object, producer)
@@ -609,17 +609,20 @@ def _forward_order(ops: list[Any]) -> tuple[list[Any], list[int], bool]:
 
 
 def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int], ...]],
-            position: dict[Any, int], exact: bool = False) -> tuple[list[int], bool]:
+            position: dict[Any, int], exact: bool = False) -> tuple[list[int], bool, list[Any] | None]:
     """The call each node belongs to (its first sequence number, -1: none seen), in forward order
-    (`seq`: the nodes' sequence numbers), and whether a recorded call made every node; it gives the
-    node its source line, call and module. A node belongs to the call whose range of numbers holds
-    its own (the call made it); a node no call made (before capture began, or where this torch cannot
-    say which numbers a call took) to the first call, in forward order, that leads to it through such
-    nodes: consumers run later, so one pass from the last node back settles them."""
-    if exact and sources.keys() >= set(seq):
-        # each node the first number a call took (a call per node, as scalar code makes): its own call
-        # (`exact`: ranges read from the counter never overlap; one thread records, in order)
-        return list(seq), True
+    (`seq`: the nodes' sequence numbers), whether a recorded call made every node, and each node's
+    entry in `sources` where that was read on the way (else None); the call gives the node its source
+    line, call and module. A node belongs to the call whose range of numbers holds its own (the call
+    made it); a node no call made (before capture began, or where this torch cannot say which
+    numbers a call took) to the first call, in forward order, that leads to it through such nodes:
+    consumers run later, so one pass from the last node back settles them."""
+    if exact:
+        calls = list(map(sources.get, seq))
+        if not any(map(is_, calls, repeat(None))):
+            # each node the first number a call took (a call per node, as scalar code makes): its own call
+            # (`exact`: ranges read from the counter never overlap; one thread records, in order)
+            return list(seq), True, calls
     made_by: dict[int, int] = {}  # sequence number -> the first number of the call that took it
     lo = min(seq) if seq else 0
     for first, (after, _, _, _) in reversed(sources.items()):  # the earliest call wins where ranges overlap
@@ -632,7 +635,7 @@ def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int],
     get = made_by.get
     owner = [get(s, -1) for s in seq]
     if -1 not in owner:
-        return owner, True
+        return owner, True, None
     made = [o >= 0 for o in owner]
     for i in range(len(seq) - 1, -1, -1):
         mine = owner[i]
@@ -642,17 +645,20 @@ def _owners(seq: list[int], sources: Sources, nexts: list[tuple[tuple[Any, int],
             j = position.get(child) if child is not None else None
             if j is not None and not made[j] and (owner[j] < 0 or mine < owner[j]):
                 owner[j] = mine
-    return owner, False
+    return owner, False, None
 
 
-def _source_columns(owners: list[int] | None, sources: Sources | None, n: int) -> list[Any]:
-    """The source and call columns (`owners`: each node's call, _owners): each line made text when
-    the column is first read, with notebook cells' execution counts as they are now."""
+def _source_columns(owners: list[int] | None, sources: Sources | None, n: int,
+                    calls: list[Any] | None = None) -> list[Any]:
+    """The source and call columns (`owners`: each node's call, _owners; `calls`: their entries in
+    `sources`, where _owners read them): each line made text when the column is first read, with
+    notebook cells' execution counts as they are now."""
     if owners is None or sources is None:
         return [(None,) * n, (None,) * n]
     # each node's call as it is now (capture goes on adding to its own): only these, so a trace kept
     # per step of a long loop does not keep every call capture saw before
-    calls = list(map(sources.get, owners))  # (None for -1: a node no call made)
+    if calls is None:
+        calls = list(map(sources.get, owners))  # (None for -1: a node no call made)
     counts = cell_counts()
     return [Formatted(lambda: _lines(calls, counts)),
             Formatted(lambda: [call[3] if call is not None else None for call in calls])]
