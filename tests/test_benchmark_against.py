@@ -1,4 +1,4 @@
-"""benchmarks/probe_cost.py times tracekit against a copy whose fill() skips the hook probe: the copy must
+"""benchmarks/against.py --without-probe times tracekit against a copy whose fill() skips the hook probe: the copy must
 be tracekit with exactly that line changed, and the probe must be what keeps a trace from running an
 unpack hook (else the row measures something else)."""
 
@@ -12,8 +12,8 @@ CHECK = r"""
 import sys, difflib
 from pathlib import Path
 sys.path.insert(0, %(bench)r)
-import torch, tracekit as tk, probe_cost
-bare = probe_cost.without_probe(Path(sys.argv[1]))
+import torch, tracekit as tk, against
+bare = against.without_probe(Path(sys.argv[1]))
 ours, copy = (Path(m.__file__).parent / "build.py" for m in (tk, bare))
 changed = [l for l in difflib.unified_diff(ours.read_text().splitlines(), copy.read_text().splitlines(), n=0)
            if l[:1] in "+-" and l[:3] not in ("+++", "---")]
@@ -28,15 +28,22 @@ def unpacked_by(module):
     return len(calls), [r.slot for r in tr.residuals]
 
 print(unpacked_by(tk), unpacked_by(bare))
+(Path(sys.argv[1]) / "at").mkdir()
+head = against.at_commit(Path(sys.argv[1]) / "at", "HEAD")
+x = torch.randn(4, requires_grad=True)
+y = (x.exp() * x).sum()
+print(head.__name__, head.trace(y).to_json() == tk.trace(y).to_json())
 """
 
 
 def test_the_copy_without_the_probe_differs_by_that_line_and_runs_the_hook_tracekit_does_not(tmp_path):
+    """(and a commit's copy, for --rev, imports beside tracekit and traces as it does)"""
     script = tmp_path / "check.py"
     script.write_text(CHECK % {"bench": str(ROOT / "benchmarks")})
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "copy")], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    changed, unpacked = done.stdout.strip().splitlines()
+    changed, unpacked, at_head = done.stdout.strip().splitlines()
     assert changed == str(["-            probed = False", "+            probed = True  # (no probe: measured only)"])
     assert unpacked == "(0, ['other']) (1, ['other'])"  # tracekit reads it packed; the copy ran the hook
+    assert at_head == "tracekit_at_HEAD True"  # --rev's copy: the commit's tracekit, imported beside this one

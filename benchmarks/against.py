@@ -1,0 +1,119 @@
+"""tracekit against another tracekit in one process, on run.py's scalar program (capture + trace +
+observed backward): each round times the plain program, then both tracekits in turns (CPU time), and
+the paired ratio other / this comes from the same round, so a round the machine slows slows both.
+Time on a shared machine moves a run.py ratio by up to ~17 %; a paired ratio in one process sees a few
+per cent.
+
+    python benchmarks/against.py --rev 081559c        # this tracekit against the one at that commit
+    python benchmarks/against.py --without-probe      # against a copy whose fill() skips the hook probe
+
+The hook probe reads each saving node's first raw slot (`_raw_saved_*`) and that slot's `unpack_hook`
+before the value, so that tracing never runs a checkpoint's or a user's unpack hook; the copy without
+it is not a safe tracer (it runs such a hook), only a measure of what the probe costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import io
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = "            probed = False\n"  # fill()'s line: each node's first held slot is probed
+
+
+def without_probe(folder: Path) -> Any:
+    """tracekit copied into `folder` as `tracekit_without_probe`, its fill() starting each node as probed."""
+    target = folder / "tracekit_without_probe"
+    shutil.copytree(ROOT / "tracekit", target)
+    build = target / "build.py"
+    text = build.read_text()
+    if text.count(PROBE) != 1:
+        raise SystemExit("build.py's probe line is not where this script expects it: update PROBE")
+    build.write_text(text.replace(PROBE, "            probed = True  # (no probe: measured only)\n"))
+    return _imported(folder, target.name)
+
+
+def at_commit(folder: Path, rev: str) -> Any:
+    """tracekit as it was at commit `rev`, in `folder` as `tracekit_at_<rev>` (its imports are relative)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "tracekit"], capture_output=True)
+    if archive.returncode != 0:
+        raise SystemExit(f"git archive {rev}: {archive.stderr.decode().strip()}")
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(folder, filter="data")
+    name = "tracekit_at_" + "".join(c if c.isalnum() else "_" for c in rev)
+    (folder / "tracekit").rename(folder / name)
+    return _imported(folder, name)
+
+
+def _imported(folder: Path, name: str) -> Any:
+    sys.path.insert(0, str(folder))
+    return importlib.import_module(name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    other = parser.add_mutually_exclusive_group(required=True)
+    other.add_argument("--rev", help="a commit: its tracekit")
+    other.add_argument("--without-probe", action="store_true", help="this tracekit without the hook probe")
+    parser.add_argument("--rounds", type=int, default=61)
+    args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT))
+    import run
+
+    import tracekit as tk
+
+    torch.set_num_threads(1)
+    x, w, b = (torch.tensor(v, requires_grad=True) for v in (0.5, 0.9, 0.1))
+    label = "without the probe" if args.without_probe else f"at {args.rev}"
+    with tempfile.TemporaryDirectory() as folder:
+        that = without_probe(Path(folder)) if args.without_probe else at_commit(Path(folder), args.rev)
+
+        def plain() -> None:
+            run.scalar_program(x, w, b).backward()
+
+        def traced(module: Any) -> None:
+            with module.capture() as cap:
+                y = run.scalar_program(x, w, b)
+            cap.trace(y, progress=False).backward()
+
+        programs = {"this tracekit": lambda: traced(tk), label: lambda: traced(that)}
+        for f in (plain, *programs.values(), plain, *programs.values()):
+            f()
+        ratios: dict[str, list[float]] = {k: [] for k in programs}
+        paired = []
+        for r in range(args.rounds):
+            gc.collect()
+            t0 = time.process_time()
+            plain()
+            base = time.process_time() - t0
+            took = {}
+            for name in (list(programs) if r % 2 else list(programs)[::-1]):
+                gc.collect()
+                t0 = time.process_time()
+                programs[name]()
+                took[name] = time.process_time() - t0
+                ratios[name].append(took[name] / base)
+            paired.append(took[label] / took["this tracekit"])
+    for name, values in ratios.items():
+        print(f"{name:18} {statistics.median(values):.3f}× plain (CPU time, median of {args.rounds})")
+    print(f"{label} / this tracekit: {statistics.median(paired):.4f} (median of the rounds' paired ratios)")
+
+
+if __name__ == "__main__":
+    main()
