@@ -1,8 +1,8 @@
 """tracekit benchmarks: ratios measured in one run, against plain PyTorch and torchviz.
 
     python benchmarks/run.py            # everything; prints a table, writes benchmarks/results.json
-    python benchmarks/run.py --quick    # smaller sizes (what CI could afford)
-    python benchmarks/run.py --only capture,dot
+    python benchmarks/run.py --quick    # smaller sizes (what CI could afford): benchmarks/results-partial.json
+    python benchmarks/run.py --only capture,dot                # results-partial.json too (--out to choose)
     python benchmarks/run.py --only capture --rounds 21   # more rounds per row: a steadier median
 
 Targets (issue 37, each a ratio measured in this one run, the median of several interleaved
@@ -736,11 +736,20 @@ BENCHES = {"capture": bench_capture, "floor": bench_floor, "phases": bench_phase
            "grading": bench_grading}
 
 
+def default_out(only: str, quick: bool) -> Path:
+    """Where a run's results go without --out: results.json for everything at full size, else
+    results-partial.json (a subset or --quick never replaces the full run)."""
+    partial = quick or {name.strip() for name in only.split(",")} != set(BENCHES)
+    return ROOT / "benchmarks" / ("results-partial.json" if partial else "results.json")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--only", default=",".join(BENCHES), help="comma-separated subset of " + ", ".join(BENCHES))
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results.json"))
+    parser.add_argument("--out", help="where the results go (default: benchmarks/results.json for a full run; "
+                                      "benchmarks/results-partial.json for --only or --quick, so that a partial "
+                                      "run never replaces the full one)")
     parser.add_argument("--rounds", type=int, metavar="N",
                         help="rounds of the capture, floor and phases rows (more: a steadier median, noisy machine)")
     parser.add_argument("--deep-run", type=int, metavar="N", help=argparse.SUPPRESS)  # one deep run (bench_dot)
@@ -755,6 +764,8 @@ def main() -> int:
         parser.error(f"--rounds {args.rounds}: give at least 1")
     global ROUNDS
     ROUNDS = args.rounds
+    if args.out is None:
+        args.out = str(default_out(args.only, args.quick))
     out = Path(args.out)
     if out.is_dir() or not out.parent.is_dir():  # said now, not after minutes of measuring
         parser.error(f"--out {args.out}: give a file in a folder that exists, e.g. {out / 'results.json'}"

@@ -1,6 +1,7 @@
-"""benchmarks/against.py --without-probe times tracekit against a copy whose fill() skips the hook probe: the copy must
+"""The benchmarks' own tools. benchmarks/against.py --without-probe times tracekit against a copy whose fill() skips the hook probe: the copy must
 be tracekit with exactly that line changed, and the probe must be what keeps a trace from running an
-unpack hook (else the row measures something else)."""
+unpack hook (else the row measures something else).
+benchmarks/run.py: a partial run (--only, --quick) writes its results beside the full run's."""
 
 import subprocess
 import sys
@@ -47,3 +48,17 @@ def test_the_copy_without_the_probe_differs_by_that_line_and_runs_the_hook_trace
     assert changed == str(["-            probed = False", "+            probed = True  # (no probe: measured only)"])
     assert unpacked == "(0, ['other']) (1, ['other'])"  # tracekit reads it packed; the copy ran the hook
     assert at_head == "tracekit_at_HEAD True"  # --rev's copy: the commit's tracekit, imported beside this one
+
+
+def test_a_partial_benchmark_run_writes_beside_the_full_runs_results_not_over_them():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import run
+
+    everything = ",".join(run.BENCHES)
+    assert run.default_out(everything, False) == ROOT / "benchmarks" / "results.json"
+    assert run.default_out(" , ".join(reversed(list(run.BENCHES))), False).name == "results.json"
+    for only, quick in (("capture", False), ("capture,floor,dot", False), (everything, True)):
+        assert run.default_out(only, quick) == ROOT / "benchmarks" / "results-partial.json"
+    ignored = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "benchmarks/results-partial.json"],
+                             capture_output=True, text=True)
+    assert ignored.returncode == 0  # never committed by mistake
