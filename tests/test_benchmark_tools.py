@@ -1,6 +1,6 @@
-"""The benchmarks' own tools. benchmarks/against.py --without-probe times tracekit against a copy whose fill() skips the hook probe: the copy must
-be tracekit with exactly that line changed, and the probe must be what keeps a trace from running an
-unpack hook (else the row measures something else).
+"""The benchmarks' own tools. benchmarks/against.py --without-probe times tracekit against a copy
+whose fill() skips the hook probe: the copy must be tracekit with exactly that line changed, and the
+probe must be what keeps a trace from running an unpack hook (else the row measures something else).
 benchmarks/run.py: a partial run (--only, --quick) writes its results beside the full run's."""
 
 import subprocess
