@@ -52,7 +52,10 @@ def at_commit(folder: Path, rev: str) -> Any:
     if archive.returncode != 0:
         raise SystemExit(f"git archive {rev}: {archive.stderr.decode().strip()}")
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(folder, filter="data")
+        try:
+            tar.extractall(folder, filter="data")
+        except TypeError:  # a Python before 3.11.4 has no filter (git's own archive: nothing to filter)
+            tar.extractall(folder)
     name = "tracekit_at_" + "".join(c if c.isalnum() else "_" for c in rev)
     (folder / "tracekit").rename(folder / name)
     return _imported(folder, name)
