@@ -15,16 +15,12 @@ it is not a safe tracer (it runs such a hook), only a measure of what the probe 
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
-import io
 import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -47,18 +43,17 @@ def without_probe(folder: Path) -> Any:
 
 
 def at_commit(folder: Path, rev: str) -> Any:
-    """tracekit as it was at commit `rev`, in `folder` as `tracekit_at_<rev>` (its imports are relative)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "tracekit"], capture_output=True)
-    if archive.returncode != 0:
-        raise SystemExit(f"git archive {rev}: {archive.stderr.decode().strip()}")
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        try:
-            tar.extractall(folder, filter="data")
-        except TypeError:  # a Python before 3.11.4 has no filter (git's own archive: nothing to filter)
-            tar.extractall(folder)
+    """tracekit as it was at commit `rev` (instructions.export), imported as `tracekit_at_<rev>` (its
+    imports are relative)."""
+    from instructions import export
+
+    try:
+        target = export(rev, folder)
+    except subprocess.CalledProcessError as error:
+        raise SystemExit(f"git archive {rev}: {(error.stderr or b'').decode().strip()}") from None
     name = "tracekit_at_" + "".join(c if c.isalnum() else "_" for c in rev)
-    (folder / "tracekit").rename(folder / name)
-    return _imported(folder, name)
+    (target / "tracekit").rename(target / name)
+    return _imported(target, name)
 
 
 def _imported(folder: Path, name: str) -> Any:
@@ -98,24 +93,12 @@ def main() -> None:
         programs = {"this tracekit": lambda: traced(tk), label: lambda: traced(that)}
         for f in (plain, *programs.values(), plain, *programs.values()):
             f()
-        ratios: dict[str, list[float]] = {k: [] for k in programs}
-        paired = []
-        for r in range(args.rounds):
-            gc.collect()
-            t0 = time.process_time()
-            plain()
-            base = time.process_time() - t0
-            took = {}
-            for name in (list(programs) if r % 2 else list(programs)[::-1]):
-                gc.collect()
-                t0 = time.process_time()
-                programs[name]()
-                took[name] = time.process_time() - t0
-                ratios[name].append(took[name] / base)
-            paired.append(took[label] / took["this tracekit"])
-    for name, values in ratios.items():
-        print(f"{name:18} {statistics.median(values):.3f}× plain (CPU time, median of {args.rounds})")
-    print(f"{label} / this tracekit: {statistics.median(paired):.4f} (median of the rounds' paired ratios)")
+        timed = run.paired(plain, programs, args.rounds)  # (each round: plain, then both in turns)
+    ours, theirs = timed["this tracekit"], timed[label]
+    for name, row in timed.items():
+        print(f"{name:18} {row['cpu']:.3f}× plain (CPU time, median of {args.rounds})")
+    paired = statistics.median(t / o for t, o in zip(theirs["cpu_ratios"], ours["cpu_ratios"]))
+    print(f"{label} / this tracekit: {paired:.4f} (median of the rounds' paired ratios)")
 
 
 if __name__ == "__main__":
