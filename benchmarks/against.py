@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-PROBE = "            probed = False\n"  # fill()'s line: each node's first held slot is probed
+PROBE = "            probed = unhooked\n"  # fill()'s line: each node's first held slot is probed
 
 
 def without_probe(folder: Path) -> Any:

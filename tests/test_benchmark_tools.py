@@ -45,7 +45,7 @@ def test_the_copy_without_the_probe_differs_by_that_line_and_runs_the_hook_trace
                           cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     changed, unpacked, at_head = done.stdout.strip().splitlines()
-    assert changed == str(["-            probed = False", "+            probed = True  # (no probe: measured only)"])
+    assert changed == str(["-            probed = unhooked", "+            probed = True  # (no probe: measured only)"])
     assert unpacked == "(0, ['other']) (1, ['other'])"  # tracekit reads it packed; the copy ran the hook
     assert at_head == "tracekit_at_HEAD True"  # --rev's copy: the commit's tracekit, imported beside this one
 

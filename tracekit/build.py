@@ -153,15 +153,17 @@ def build_trace(
     modules: Modules | None = None,
     kept: tuple[bool, ...] = (),
     exact: bool = False,
+    unhooked: bool = False,
 ) -> Trace:
     """Walk the graph once and turn what autograd holds into a Trace (`modules`: which module made
     each call's output nodes, from capture; `kept`: per output, whether the trace holds it
     strongly, as the only holder of a temporary output; `exact`: the sources' ranges are the sequence
-    numbers each call took, read from the counter, so no two overlap)."""
+    numbers each call took, read from the counter, so no two overlap; `unhooked`: no value saved by
+    the sources' calls carries a saved-tensor hook, capture.HookWatch)."""
     roots = _check_outputs(outputs)
     with gc_paused():
         builder = _Builder(outputs, sources, names, mutations or [], modules or {})
-        builder.kept, builder.exact = kept, exact
+        builder.kept, builder.exact, builder.unhooked = kept, exact, unhooked
         try:
             return builder.build(roots, progress)
         except NotImplementedError as err:  # PyTorch: "Cannot access storage of TensorWrapper"
@@ -221,6 +223,8 @@ class _Builder:
         self.backend = backend_of_outputs(outputs)  # "meta" / "fake": a trace without data
         self.kept: tuple[bool, ...] = ()  # per output: held strongly by the trace (a temporary)
         self.exact = False  # the sources' ranges read from the sequence counter (build_trace)
+        self.unhooked = False  # no value saved by the sources' calls carries a hook (build_trace; build(): and
+        # those calls made every node): fill() then reads no raw slot to find out
         self.frames: list[Any] = []  # checkpointed regions whose kept inputs are rows already
         self.inputs: dict[Any, int | str] = {}  # a node's input: graph node -> its index, leaf node -> its label
         self.flat_inputs: tuple[int | str | None, ...] = ()  # every node's inputs, in order (build())
@@ -257,6 +261,7 @@ class _Builder:
             self.with_none = {bisect_right(at, k) - 1 for k in nones}
         owners, made_all, calls = (None, False, None) if self.sources is None else \
             _owners(seq, self.sources, nexts, self.position, self.exact)
+        self.unhooked = self.unhooked and made_all
         if made_all and isinstance(self.mutations, Mutations):  # a capture kept over a long loop: this graph's
             self.mutations = self.mutations.since(seq[0])  # (where every node was made under it, in its order)
         modules = self.modules
@@ -343,7 +348,7 @@ class _Builder:
         moved, storages_moved = self.residuals.moved, self.storages.moved
         index_setdefault, shapes, claimed = self.storage_index.setdefault, self.shapes, self.claimed
         names, value_roles = self.names, self.value_roles
-        with_none = self.with_none
+        with_none, unhooked = self.with_none, self.unhooked
         require("saved_slots", "reading what an autograd node saved")  # (slots and attributes, read below)
         add_row, add_res, add_weak, add_storage = rows.append, res.append, self.weaks.append, storage_rows.append
         for i in range(start, stop):
@@ -360,8 +365,9 @@ class _Builder:
                 needs, inputs, fill_slots = self.given(gnode, i, info)
             first = moved + len(res)
             # the raw slot of a node's first saved value tells whether its values carry hooks (all are packed under the
-            # hooks active when it was made; an empty slot never is; one set by hand on a later slot is read through)
-            probed = False
+            # hooks active when it was made; an empty slot never is; one set by hand on a later slot is read through),
+            # unless capture saw that none can (`unhooked`)
+            probed = unhooked
             for slot, raw_attr, value_attr, result in fill_slots:
                 try:
                     if not probed:

@@ -18,7 +18,16 @@ from torch.overrides import TorchFunctionMode
 from .build import Mutations, Sources, build_trace
 from .errors import NestedCaptureError
 from .frames import SKIPPED, Names, caller_names, is_skipped, module_paths, module_tree, name_module, where
-from .internals import NEXT_SEQUENCE_NR, SEQUENCE_NR, compiled_original, module_call_code, module_wrapper_code, version
+from .internals import (
+    NEXT_SEQUENCE_NR,
+    SEQUENCE_NR,
+    compiled_original,
+    count_hand_hooks,
+    default_hooks,
+    module_call_code,
+    module_wrapper_code,
+    version,
+)
 from .keeper import gc_paused
 from .rows import Mutation
 from .storage import storage_key
@@ -27,6 +36,7 @@ from .trace import Trace
 _active = threading.local()
 _getframe = sys._getframe
 _compiling = torch.compiler.is_compiling
+_default_hooks = default_hooks
 _NEXT_SEQUENCE_NR = NEXT_SEQUENCE_NR
 _CALLS: dict[Any, tuple[str, bool]] = {}  # torch function -> (its name, whether it writes in place)
 _CALLS_KEPT = 4096  # at most this many
@@ -51,17 +61,36 @@ def _call_info(func: Any) -> tuple[str, bool]:
     return info
 
 
+class HookWatch:
+    """Whether a value saved under a capture may carry saved-tensor hooks (a checkpoint's, save_on_cpu's,
+    the user's): a call made nodes while default hooks were in effect, or a hook pair was set by hand
+    (`node._raw_saved_x.register_hooks`) since the capture began. Where neither happened, the build
+    reads no raw slot to find out, for the nodes the capture's calls made."""
+
+    __slots__ = ("seen", "hand")
+
+    def __init__(self) -> None:
+        self.seen = False  # a call made nodes under default hooks (set by the recorder)
+        self.hand = count_hand_hooks()  # pairs set by hand before it began (None: cannot count)
+
+    def none(self) -> bool:
+        """No value saved under the capture can carry a hook."""
+        return not self.seen and self.hand is not None and count_hand_hooks() == self.hand
+
+
 class _Recorder(TorchFunctionMode):
     """Sees each torch call; gives the nodes it created their source line and call name,
-    and remembers in-place calls (which bump a tensor's version counter)."""
+    and remembers in-place calls (which bump a tensor's version counter) and whether saved-tensor
+    hooks were in effect (`hooks`)."""
 
     def __init__(self, sources: Sources, mutations: Mutations, modules: _ModulePath,
-                 on_backward: OnBackward | None = None) -> None:
+                 on_backward: OnBackward | None = None, hooks: HookWatch | None = None) -> None:
         super().__init__()
         self.sources = sources
         self.mutations = mutations
         self.modules = modules
         self.on_backward = on_backward
+        self.hooks = hooks or HookWatch()
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if _compiling():  # dynamo traces this mode into a compiled region: record nothing there, so
@@ -84,6 +113,8 @@ class _Recorder(TorchFunctionMode):
         except (KeyError, TypeError):  # a function not seen yet (or an unhashable callable)
             call, inplace = _call_info(func)
         if end > start and start not in self.sources:
+            if _default_hooks(True) is not None:  # what it saved may carry hooks: the build reads raw slots
+                self.hooks.seen = True
             modules = self.modules
             # locate(), inline where the frame is the last call's (a loop): the frames above it are the same
             user, module = modules.found if _getframe(1) is modules.caller else modules.locate()
@@ -279,7 +310,8 @@ class CaptureSession:
         self.sources: Sources = {}
         self.mutations = Mutations()
         self.modules = _ModulePath()
-        self._mode = _Recorder(self.sources, self.mutations, self.modules, on_backward)
+        self.hooks = HookWatch()
+        self._mode = _Recorder(self.sources, self.mutations, self.modules, on_backward, self.hooks)
         self.threads: set[threading.Thread] = set()  # the threads it recorded in (each has its own numbers)
 
     def start(self) -> None:
@@ -295,7 +327,8 @@ class CaptureSession:
 
     def trace(self, *outputs: torch.Tensor) -> Trace:
         """The trace of the graph behind `outputs`, with what was recorded."""
-        return _trace_recorded(outputs, self.sources, self.mutations, self.modules, None, len(self.threads) <= 1)
+        return _trace_recorded(outputs, self.sources, self.mutations, self.modules, None, len(self.threads) <= 1,
+                               self.hooks.none())
 
 
 class capture:
@@ -305,6 +338,7 @@ class capture:
         self.sources: Sources = {}
         self.mutations = Mutations()
         self.modules = _ModulePath()
+        self.hooks = HookWatch()
         self._mode: _Recorder | None = None
         self.threads: set[threading.Thread] = set()  # the threads it recorded in (each has its own numbers)
 
@@ -316,7 +350,7 @@ class capture:
             )
         _active.capture = self
         self.threads.add(threading.current_thread())
-        self._mode = _Recorder(self.sources, self.mutations, self.modules)
+        self._mode = _Recorder(self.sources, self.mutations, self.modules, hooks=self.hooks)
         self.modules.start(sys._getframe(1))
         self._mode.__enter__()
         return self
@@ -331,21 +365,23 @@ class capture:
     def trace(self, *outputs: torch.Tensor, progress: bool | None = None) -> Trace:
         """The trace of the graph behind `outputs`, with forward order and source lines
         (`progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
-        return _trace_recorded(outputs, self.sources, self.mutations, self.modules, progress, len(self.threads) <= 1)
+        return _trace_recorded(outputs, self.sources, self.mutations, self.modules, progress, len(self.threads) <= 1,
+                               self.hooks.none())
 
 
 def _trace_recorded(outputs: tuple[torch.Tensor, ...], sources: Sources, mutations: Mutations,
-                    modules: _ModulePath, progress: bool | None, one_thread: bool) -> Trace:
+                    modules: _ModulePath, progress: bool | None, one_thread: bool, unhooked: bool = False) -> Trace:
     """The trace of the graph behind `outputs`, with what a recorder saw (its sources, in-place
     calls and modules) and the names the caller (three frames up) gives tensors and parameters
-    (`one_thread`: it recorded in one thread, whose sequence numbers never repeat)."""
+    (`one_thread`: it recorded in one thread, whose sequence numbers never repeat; `unhooked`: no value
+    saved under it carries a saved-tensor hook, HookWatch.none())."""
     modules.forget()  # the frame of the last torch call may have returned: its locals are not the graph's
     with gc_paused():  # names, labels and the record: many small objects, one collection after
         named: list[tuple[torch.nn.Module, list[tuple[str, Any, Any, Any]]]] = []
         names = modules.names(caller_names(named), named)
         try:
             trace = build_trace(outputs, sources, names, mutations, progress, modules.labels(), _temporaries(outputs),
-                                exact=one_thread and _NEXT_SEQUENCE_NR is not None)
+                                exact=one_thread and _NEXT_SEQUENCE_NR is not None, unhooked=unhooked)
         finally:
             modules.trees.clear()  # read again by the next trace (a model may change between)
         del named, names  # the modules' trees read for names: gone before the collector resumes, not scanned

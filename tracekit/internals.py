@@ -32,6 +32,10 @@ Capabilities (`CAPABILITIES` says which this torch has):
   `t_outputs`, read from a failed backward's traceback (tk.explain after the fact); degrades to
   "not found".
 - `profiler_events`: `torch._C._profiler._EventType` (memory.py's CPU allocation stream).
+- `saved_hooks`: `torch._C._autograd._top_saved_tensors_default_hooks` (the hooks a value saved now
+  is packed with) and `SavedTensor.register_hooks`, counted (HAND_HOOKS) by a wrapper installed when a
+  capture first starts: capture learns that no value saved under it carries hooks, so the build need
+  not read each saving node's raw slot to find out; degrades to reading it.
 """
 
 from __future__ import annotations
@@ -109,6 +113,8 @@ CAPABILITIES: dict[str, bool] = {
     "engine_frame": _probe(lambda: callable(getattr(__import__("torch.autograd.graph", fromlist=["graph"]),
                                                     ENGINE_FRAME))),
     "graph_task": _probe(lambda: isinstance(torch._C._current_graph_task_id(), int)),
+    "saved_hooks": _probe(lambda: torch._C._autograd._top_saved_tensors_default_hooks(True) is None
+                          and callable(torch._C._autograd.SavedTensor.register_hooks)),
 }
 
 
@@ -225,6 +231,35 @@ def _release_probe(node: Any, slot: str) -> tuple[str, int | None]:
 
 
 _PROBES: dict[tuple[type, str], tuple[str, int | None]] = {}  # (node type, slot) -> its release probe
+
+
+# saved-tensor hooks ------------------------------------------------------------------------------
+
+# default_hooks(True): the pack and unpack hooks a value saved now is packed with, None when there are
+# none; where this torch cannot say, always "some" (a capture then leaves the build to read raw slots)
+default_hooks: Callable[[bool], Any] = (torch._C._autograd._top_saved_tensors_default_hooks
+                                        if CAPABILITIES["saved_hooks"] else (lambda _ignore_tracing: True))
+HAND_HOOKS = [0]  # hook pairs set by hand (SavedTensor.register_hooks) since count_hand_hooks() began
+
+
+def count_hand_hooks() -> int | None:
+    """How many saved-tensor hook pairs were set by hand (`node._raw_saved_x.register_hooks`) since the
+    count began (at the first call: it wraps SavedTensor.register_hooks, which then counts each call
+    and hands it on unchanged, errors included); None where this torch cannot count them."""
+    if not CAPABILITIES["saved_hooks"]:
+        return None
+    kind = torch._C._autograd.SavedTensor
+    if not getattr(kind.register_hooks, "_tracekit_counts", False):
+        original = kind.register_hooks
+
+        @functools.wraps(original)
+        def register_hooks(self: Any, *args: Any, **kwargs: Any) -> Any:
+            HAND_HOOKS[0] += 1  # (first: a pair set by a call that then fails still counts)
+            return original(self, *args, **kwargs)
+
+        register_hooks._tracekit_counts = True  # type: ignore[attr-defined]
+        kind.register_hooks = register_hooks
+    return HAND_HOOKS[0]
 
 
 # the graph ---------------------------------------------------------------------------------------
