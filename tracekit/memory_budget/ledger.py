@@ -62,7 +62,10 @@ def _fill_unreported(stream: AllocationStream, observations: list[dict[int, Hold
                      gone: list[list[int]]) -> tuple[AllocationStream, int]:
     """The stream with the frees the CPU profiler does not report (of memory allocated before it
     started) put back: at the first mark that finds the storage gone, or just before its address
-    is handed out again. Returns the stream and how many frees were put back."""
+    is handed out again. A free it reports of memory allocated before it started takes the size of
+    the storage seen there: the CPU allocator's table of sizes keeps the size of an older allocation
+    at the same address (made under an earlier profiler, freed with none running), and reports that
+    (a 1 KiB gradient freed as 8 KiB). Returns the stream and how many frees were put back."""
     before = {ptr: nbytes for ptr, (_, nbytes) in Observations.of(observations).first.items()}
     mark_at = [p for _, p in stream.marks]
     events: list[tuple[int, int]] = []
@@ -84,6 +87,8 @@ def _fill_unreported(stream: AllocationStream, observations: list[dict[int, Hold
             if d > 0:  # the address is reused: the old allocation was freed unreported
                 events.append((ptr, -before[ptr]))
                 added += 1
+            else:  # its free, reported: with the storage's size (see above)
+                d = -before[ptr]
             del before[ptr]
         events.append((ptr, d))
     return AllocationStream(stream.device, events, marks, stream.reserved, stream.allocated_at_start,
