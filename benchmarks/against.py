@@ -6,10 +6,13 @@ per cent.
 
     python benchmarks/against.py --rev 081559c        # this tracekit against the one at that commit
     python benchmarks/against.py --without-probe      # against a copy whose fill() skips the hook probe
+                                                      # (both with tk.trace, no capture: see below)
 
 The hook probe reads each saving node's first raw slot (`_raw_saved_*`) and that slot's `unpack_hook`
 before the value, so that tracing never runs a checkpoint's or a user's unpack hook; the copy without
-it is not a safe tracer (it runs such a hook), only a measure of what the probe costs.
+it is not a safe tracer (it runs such a hook), only a measure of what the probe costs. Under a capture
+that saw no saved-tensor hook tracekit skips the probe itself (capture.HookWatch), so --without-probe
+times `tk.trace(y)` with no capture, where every trace still probes.
 """
 
 from __future__ import annotations
@@ -86,6 +89,10 @@ def main() -> None:
             run.scalar_program(x, w, b).backward()
 
         def traced(module: Any) -> None:
+            if args.without_probe:  # (under capture neither would probe)
+                y = run.scalar_program(x, w, b)
+                module.trace(y, progress=False).backward()
+                return
             with module.capture() as cap:
                 y = run.scalar_program(x, w, b)
             cap.trace(y, progress=False).backward()
