@@ -134,3 +134,139 @@ def test_a_hook_set_by_hand_counts_and_pytorchs_own_error_is_unchanged():
     with pytest.raises(RuntimeError, match="hooks have already been set"):
         raw.register_hooks(lambda t: t, lambda t: t)
     assert not watch.none() and capture.HookWatch().none()
+
+
+def _read_packed(cap, y, unpacked):
+    """cap.trace(y) runs no unpack hook, and backward (through a store that hands each value back once)
+    still finds every value."""
+    unpacked.clear()
+    cap.trace(y)
+    assert unpacked == []
+    y.backward()
+
+
+class _Offloaded(torch.Tensor):
+    """A subclass whose __torch_function__ runs each call under saved-tensor hooks (pushed and popped
+    inside the call capture records)."""
+
+    hooks = None
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        with torch.autograd.graph.saved_tensors_hooks(*cls.hooks):
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+
+class _OffloadMode(torch.overrides.TorchFunctionMode):
+    def __init__(self, hooks):
+        super().__init__()
+        self.hooks = hooks
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        with torch.autograd.graph.saved_tensors_hooks(*self.hooks):
+            return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("where", ["a subclass's __torch_function__", "a mode below the capture's",
+                                   "a gradient hook inside grad(create_graph=True)"])
+def test_hooks_pushed_and_popped_inside_one_recorded_call_are_read_packed(where):
+    pack, unpack, _ = once_store()
+    unpacked = []
+
+    def counted(key):
+        unpacked.append(key)
+        return unpack(key)
+
+    x = torch.randn(4, requires_grad=True)
+    if where.startswith("a subclass"):
+        _Offloaded.hooks = (pack, counted)
+        xs = torch.randn(4).as_subclass(_Offloaded).requires_grad_()
+        with tk.capture() as cap:
+            y = (xs * xs).sin().sum()
+    elif where.startswith("a mode"):
+        with _OffloadMode((pack, counted)), tk.capture() as cap:
+            y = (x * x).sin().sum()
+    else:
+        def on_grad(g):
+            with torch.autograd.graph.saved_tensors_hooks(pack, counted):
+                return (g * g).sin()
+
+        with tk.capture() as cap:
+            h = x * x
+            h.register_hook(on_grad)
+            (gx,) = torch.autograd.grad(h.sin().sum(), x, create_graph=True)
+            y = gx.sum()
+    assert not cap.hooks.none()
+    _read_packed(cap, y, unpacked)
+
+
+BEGUN_ELSEWHERE = """
+import threading, torch, tracekit as tk
+store, unpacked = {}, []
+def pack(t):
+    store[len(store)] = t
+    return len(store) - 1
+def unpack(k):
+    unpacked.append(k)
+    return store.pop(k)
+x = torch.randn(4, requires_grad=True)
+with torch.autograd.graph.saved_tensors_hooks(pack, unpack):  # the main thread's first nodes: numbers 0, 1, ...
+    h = x
+    for _ in range(3):
+        h = (h * h).sin()
+made = {}
+def go_on():  # a new thread's calls take the numbers 0, 1, ... again
+    with tk.capture() as cap:
+        y = h
+        for _ in range(10):
+            y = (y * 2).cos()
+        y = y.sum()
+    made.update(cap=cap, y=y)
+thread = threading.Thread(target=go_on)
+thread.start()
+thread.join()
+made["cap"].trace(made["y"])
+print(len(unpacked))
+made["y"].backward()
+print(store == {} and x.grad is not None)
+"""
+
+
+def test_a_graph_begun_on_another_thread_under_hooks_is_read_packed():
+    """Sequence numbers are per thread: in a new process the main thread's first nodes have the numbers the
+    capture's calls take on a new thread. Two nodes with one number: the build probes."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", BEGUN_ELSEWHERE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["0", "True"]
+
+
+def test_one_capture_entered_on_two_threads_sees_the_hooks_of_each():
+    import threading
+
+    pack, unpack, _ = once_store()
+    unpacked = []
+    x = torch.randn(8, requires_grad=True)
+    cap, made = tk.capture(), {}
+
+    def warm_up():
+        with cap:
+            h = x
+            for _ in range(20):
+                h = h * 2
+
+    def step():  # its calls take the numbers warm_up's took, on another thread
+        with cap, torch.autograd.graph.saved_tensors_hooks(pack, lambda k: unpacked.append(k) or unpack(k)):
+            h = x
+            for _ in range(4):
+                h = (h * h).sin()
+        made["y"] = h.sum()
+
+    for fn in (warm_up, step):
+        thread = threading.Thread(target=fn)
+        thread.start()
+        thread.join()
+    assert len(cap.threads) == 2 and not cap.hooks.none()
+    _read_packed(cap, made["y"], unpacked)

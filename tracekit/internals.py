@@ -114,7 +114,8 @@ CAPABILITIES: dict[str, bool] = {
                                                     ENGINE_FRAME))),
     "graph_task": _probe(lambda: isinstance(torch._C._current_graph_task_id(), int)),
     "saved_hooks": _probe(lambda: torch._C._autograd._top_saved_tensors_default_hooks(True) is None
-                          and callable(torch._C._autograd.SavedTensor.register_hooks)),
+                          and callable(torch._C._autograd.SavedTensor.register_hooks)
+                          and torch._C._len_torch_function_stack() == 0),
 }
 
 
@@ -242,10 +243,17 @@ default_hooks: Callable[[bool], Any] = (torch._C._autograd._top_saved_tensors_de
 HAND_HOOKS = [0]  # hook pairs set by hand (SavedTensor.register_hooks) since count_hand_hooks() began
 
 
+def function_modes() -> int:
+    """How many TorchFunctionModes are in effect (a user's mode below a capture's runs inside the calls
+    it records); where this torch cannot say, one."""
+    return torch._C._len_torch_function_stack() if CAPABILITIES["saved_hooks"] else 1
+
+
 def count_hand_hooks() -> int | None:
     """How many saved-tensor hook pairs were set by hand (`node._raw_saved_x.register_hooks`) since the
-    count began (at the first call: it wraps SavedTensor.register_hooks, which then counts each call
-    and hands it on unchanged, errors included); None where this torch cannot count them."""
+    count began (at the first call, made when capture.py is imported: it wraps SavedTensor.register_hooks,
+    which then counts each call and hands it on unchanged, errors included; a reference to the method
+    taken before that is not counted); None where this torch cannot count them."""
     if not CAPABILITIES["saved_hooks"]:
         return None
     kind = torch._C._autograd.SavedTensor
