@@ -22,9 +22,8 @@ from .internals import (
     NEXT_SEQUENCE_NR,
     SEQUENCE_NR,
     compiled_original,
-    count_hand_hooks,
+    count_saved_hooks,
     default_hooks,
-    function_modes,
     module_call_code,
     module_wrapper_code,
     version,
@@ -38,9 +37,7 @@ _active = threading.local()
 _getframe = sys._getframe
 _compiling = torch.compiler.is_compiling
 _default_hooks = default_hooks
-_PLAIN_TYPES = frozenset({(), (torch.Tensor,), (torch.nn.Parameter,), (torch.Tensor, torch.nn.Parameter),
-                          (torch.nn.Parameter, torch.Tensor)})  # a call's `types` when its tensors are plain
-count_hand_hooks()  # counted from now on (a reference to SavedTensor.register_hooks taken before is not)
+count_saved_hooks()  # saved-tensor hooks counted from now on (HookWatch)
 _NEXT_SEQUENCE_NR = NEXT_SEQUENCE_NR
 _CALLS: dict[Any, tuple[str, bool]] = {}  # torch function -> (its name, whether it writes in place)
 _CALLS_KEPT = 4096  # at most this many
@@ -66,28 +63,21 @@ def _call_info(func: Any) -> tuple[str, bool]:
 
 
 class HookWatch:
-    """Whether a value saved under a capture may carry saved-tensor hooks (a checkpoint's, save_on_cpu's,
-    the user's): a call made nodes while default hooks were in effect, or a hook pair was set by hand
-    (`node._raw_saved_x.register_hooks`) since the capture began. Calls inside which user code can push
-    hooks and pop them before the call returns count as seen too: a call on a tensor subclass, a
-    backward or grad that made nodes (its hooks run inside), any call while another TorchFunctionMode
-    is below the capture's. Where none of this happened, the build reads no raw slot to find out, for
-    the nodes the capture's calls made (recorded in one thread, each node's number its own)."""
+    """Whether a value saved under a capture may carry a saved-tensor hook (a checkpoint's, save_on_cpu's,
+    the user's): yes once any hook pair was pushed or set by hand in this process, in any thread
+    (internals.count_saved_hooks, from tracekit's import on: a graph begun elsewhere, a subclass or a
+    mode that pushes hooks inside one call, a gradient hook inside backward are all counted), or where
+    hooks pushed from C++ were in effect at a call it recorded (`seen`). Where neither, no saved value
+    carries one, and the build reads no raw slot to find out for the nodes the capture's calls made."""
 
-    __slots__ = ("seen", "hand")
+    __slots__ = ("seen",)
 
     def __init__(self) -> None:
         self.seen = False  # a call made nodes under default hooks (set by the recorder)
-        self.hand = count_hand_hooks()  # pairs set by hand before it began (None: cannot count)
 
     def none(self) -> bool:
         """No value saved under the capture can carry a hook."""
-        return not self.seen and self.hand is not None and count_hand_hooks() == self.hand
-
-    def enter(self) -> None:
-        """The capture's mode goes on the stack: a mode already there runs inside every call it records."""
-        if function_modes():
-            self.seen = True
+        return not self.seen and count_saved_hooks() == 0
 
 
 class _Recorder(TorchFunctionMode):
@@ -107,11 +97,9 @@ class _Recorder(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if _compiling():  # dynamo traces this mode into a compiled region: record nothing there, so
             return func(*args, **(kwargs or {}))  # the region compiles as it does without capture
-        hooks_inside = False  # user code runs inside the call (it may push saved-tensor hooks and pop them)
         if func is _BACKWARD or func is _AUTOGRAD_BACKWARD or func is _GRAD:  # in BACKWARDS, by identity
             # backward frees what the forward saved: capture must hold none of the user's frames then
             self.modules.forget()
-            hooks_inside = True  # the user's tensor and module hooks run inside it
             if self.on_backward is not None:
                 return self.on_backward(func, args, kwargs or {})
         counter = _NEXT_SEQUENCE_NR
@@ -126,10 +114,8 @@ class _Recorder(TorchFunctionMode):
             call, inplace = _CALLS[func]
         except (KeyError, TypeError):  # a function not seen yet (or an unhashable callable)
             call, inplace = _call_info(func)
-        # what it saved may carry hooks (in effect now, or pushed and popped by a subclass's
-        # __torch_function__ or a backward's hooks inside the call): the build reads raw slots
-        if end > start and (hooks_inside or types not in _PLAIN_TYPES or _default_hooks(True) is not None):
-            self.hooks.seen = True
+        if end > start and _default_hooks(True) is not None:  # hooks in effect (pushed from C++ too): what it
+            self.hooks.seen = True  # saved may carry them, and the build reads raw slots
         if end > start and start not in self.sources:
             modules = self.modules
             # locate(), inline where the frame is the last call's (a loop): the frames above it are the same
@@ -334,7 +320,6 @@ class CaptureSession:
         """Record from now on."""
         self.threads.add(threading.current_thread())
         self.modules.start(sys._getframe(1))
-        self.hooks.enter()
         self._mode.__enter__()
 
     def stop(self) -> None:
@@ -369,7 +354,6 @@ class capture:
         self.threads.add(threading.current_thread())
         self._mode = _Recorder(self.sources, self.mutations, self.modules, hooks=self.hooks)
         self.modules.start(sys._getframe(1))
-        self.hooks.enter()
         self._mode.__enter__()
         return self
 

@@ -33,9 +33,10 @@ Capabilities (`CAPABILITIES` says which this torch has):
   "not found".
 - `profiler_events`: `torch._C._profiler._EventType` (memory.py's CPU allocation stream).
 - `saved_hooks`: `torch._C._autograd._top_saved_tensors_default_hooks` (the hooks a value saved now
-  is packed with) and `SavedTensor.register_hooks`, counted (HAND_HOOKS) by a wrapper installed when a
-  capture first starts: capture learns that no value saved under it carries hooks, so the build need
-  not read each saving node's raw slot to find out; degrades to reading it.
+  is packed with), and `_push_saved_tensors_default_hooks` and `SavedTensor.register_hooks`, counted
+  (`count_saved_hooks`) by wrappers installed when capture.py is imported: where no hook was ever
+  pushed or set, no saved value carries one, so the build need not read each saving node's raw slot
+  to find out; degrades to reading it.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ CAPABILITIES: dict[str, bool] = {
     "graph_task": _probe(lambda: isinstance(torch._C._current_graph_task_id(), int)),
     "saved_hooks": _probe(lambda: torch._C._autograd._top_saved_tensors_default_hooks(True) is None
                           and callable(torch._C._autograd.SavedTensor.register_hooks)
-                          and torch._C._len_torch_function_stack() == 0),
+                          and callable(torch._C._autograd._push_saved_tensors_default_hooks)),
 }
 
 
@@ -240,34 +241,35 @@ _PROBES: dict[tuple[type, str], tuple[str, int | None]] = {}  # (node type, slot
 # none; where this torch cannot say, always "some" (a capture then leaves the build to read raw slots)
 default_hooks: Callable[[bool], Any] = (torch._C._autograd._top_saved_tensors_default_hooks
                                         if CAPABILITIES["saved_hooks"] else (lambda _ignore_tracing: True))
-HAND_HOOKS = [0]  # hook pairs set by hand (SavedTensor.register_hooks) since count_hand_hooks() began
+SAVED_HOOKS = [0]  # hook pairs pushed or set by hand since count_saved_hooks() began (see there)
 
 
-def function_modes() -> int:
-    """How many TorchFunctionModes are in effect (a user's mode below a capture's runs inside the calls
-    it records); where this torch cannot say, one."""
-    return torch._C._len_torch_function_stack() if CAPABILITIES["saved_hooks"] else 1
-
-
-def count_hand_hooks() -> int | None:
-    """How many saved-tensor hook pairs were set by hand (`node._raw_saved_x.register_hooks`) since the
-    count began (at the first call, made when capture.py is imported: it wraps SavedTensor.register_hooks,
-    which then counts each call and hands it on unchanged, errors included; a reference to the method
-    taken before that is not counted); None where this torch cannot count them."""
+def count_saved_hooks() -> int | None:
+    """How many saved-tensor hook pairs were pushed (`_push_saved_tensors_default_hooks`, which
+    saved_tensors_hooks, save_on_cpu and checkpoint call) or set by hand (`node._raw_saved_x.register_hooks`)
+    in this process, in any thread, since the count began, plus one if hooks were in effect then. It
+    begins at the first call (made when capture.py is imported): that wraps both functions, which then
+    count each call and hand it on unchanged, errors included; a reference to either taken before is
+    not counted, nor a push from C++. None where this torch cannot count them."""
     if not CAPABILITIES["saved_hooks"]:
         return None
-    kind = torch._C._autograd.SavedTensor
+    module, kind = torch._C._autograd, torch._C._autograd.SavedTensor
     if not getattr(kind.register_hooks, "_tracekit_counts", False):
-        original = kind.register_hooks
+        if module._top_saved_tensors_default_hooks(True) is not None:
+            SAVED_HOOKS[0] += 1
+        module._push_saved_tensors_default_hooks = _counted(module._push_saved_tensors_default_hooks)
+        kind.register_hooks = _counted(kind.register_hooks)
+    return SAVED_HOOKS[0]
 
-        @functools.wraps(original)
-        def register_hooks(self: Any, *args: Any, **kwargs: Any) -> Any:
-            HAND_HOOKS[0] += 1  # (first: a pair set by a call that then fails still counts)
-            return original(self, *args, **kwargs)
 
-        register_hooks._tracekit_counts = True  # type: ignore[attr-defined]
-        kind.register_hooks = register_hooks
-    return HAND_HOOKS[0]
+def _counted(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        SAVED_HOOKS[0] += 1  # (first: a pair set by a call that then fails still counts)
+        return original(*args, **kwargs)
+
+    counted._tracekit_counts = True  # type: ignore[attr-defined]
+    return counted
 
 
 # the graph ---------------------------------------------------------------------------------------
