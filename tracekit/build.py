@@ -261,7 +261,8 @@ class _Builder:
             self.with_none = {bisect_right(at, k) - 1 for k in nones}
         owners, made_all, calls = (None, False, None) if self.sources is None else \
             _owners(seq, self.sources, nexts, self.position, self.exact)
-        self.unhooked = self.unhooked and made_all and unique  # (two nodes with one number: made on two threads)
+        # (recorded in one thread, every node made by its calls, no two nodes with one number: none older)
+        self.unhooked = self.unhooked and self.exact and made_all and unique
         if made_all and isinstance(self.mutations, Mutations):  # a capture kept over a long loop: this graph's
             self.mutations = self.mutations.since(seq[0])  # (where every node was made under it, in its order)
         modules = self.modules

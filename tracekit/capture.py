@@ -36,7 +36,6 @@ from .trace import Trace
 _active = threading.local()
 _getframe = sys._getframe
 _compiling = torch.compiler.is_compiling
-_default_hooks = default_hooks
 count_saved_hooks()  # saved-tensor hooks counted from now on (HookWatch)
 _NEXT_SEQUENCE_NR = NEXT_SEQUENCE_NR
 _CALLS: dict[Any, tuple[str, bool]] = {}  # torch function -> (its name, whether it writes in place)
@@ -86,13 +85,13 @@ class _Recorder(TorchFunctionMode):
     hooks were in effect (`hooks`)."""
 
     def __init__(self, sources: Sources, mutations: Mutations, modules: _ModulePath,
-                 on_backward: OnBackward | None = None, hooks: HookWatch | None = None) -> None:
+                 hooks: HookWatch, on_backward: OnBackward | None = None) -> None:
         super().__init__()
         self.sources = sources
         self.mutations = mutations
         self.modules = modules
         self.on_backward = on_backward
-        self.hooks = hooks or HookWatch()
+        self.hooks = hooks
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if _compiling():  # dynamo traces this mode into a compiled region: record nothing there, so
@@ -114,16 +113,18 @@ class _Recorder(TorchFunctionMode):
             call, inplace = _CALLS[func]
         except (KeyError, TypeError):  # a function not seen yet (or an unhashable callable)
             call, inplace = _call_info(func)
-        if end > start and _default_hooks(True) is not None:  # hooks in effect (pushed from C++ too): what it
-            self.hooks.seen = True  # saved may carry them, and the build reads raw slots
-        if end > start and start not in self.sources:
-            modules = self.modules
-            # locate(), inline where the frame is the last call's (a loop): the frames above it are the same
-            user, module = modules.found if _getframe(1) is modules.caller else modules.locate()
-            # every node it made gets its line in build.py (read there from the code and offset)
-            self.sources[start] = (end, user.f_code, user.f_lasti, call) if user is not None else (end, None, 0, call)
-            if module is not None:
-                modules.of[start] = module
+        if end > start:
+            if default_hooks(True) is not None:  # hooks in effect (pushed from C++ too): what it saved may
+                self.hooks.seen = True  # carry them, and the build reads raw slots
+            if start not in self.sources:
+                modules = self.modules
+                # locate(), inline where the frame is the last call's (a loop): the frames above it are the same
+                user, module = modules.found if _getframe(1) is modules.caller else modules.locate()
+                # every node it made gets its line in build.py (read there from the code and offset)
+                self.sources[start] = (end, user.f_code, user.f_lasti, call) if user is not None else \
+                    (end, None, 0, call)
+                if module is not None:
+                    modules.of[start] = module
         if inplace and args and isinstance(args[0], torch.Tensor) and args[0].layout == torch.strided:
             mutated = args[0]
             self.mutations.append(Mutation(call, where(self.modules.locate()[0]), storage_key(mutated),
@@ -313,7 +314,7 @@ class CaptureSession:
         self.mutations = Mutations()
         self.modules = _ModulePath()
         self.hooks = HookWatch()
-        self._mode = _Recorder(self.sources, self.mutations, self.modules, on_backward, self.hooks)
+        self._mode = _Recorder(self.sources, self.mutations, self.modules, self.hooks, on_backward)
         self.threads: set[threading.Thread] = set()  # the threads it recorded in (each has its own numbers)
 
     def start(self) -> None:
@@ -330,7 +331,7 @@ class CaptureSession:
     def trace(self, *outputs: torch.Tensor) -> Trace:
         """The trace of the graph behind `outputs`, with what was recorded."""
         return _trace_recorded(outputs, self.sources, self.mutations, self.modules, None, len(self.threads) <= 1,
-                               self.hooks.none() and len(self.threads) <= 1)
+                               self.hooks.none())
 
 
 class capture:
@@ -352,7 +353,7 @@ class capture:
             )
         _active.capture = self
         self.threads.add(threading.current_thread())
-        self._mode = _Recorder(self.sources, self.mutations, self.modules, hooks=self.hooks)
+        self._mode = _Recorder(self.sources, self.mutations, self.modules, self.hooks)
         self.modules.start(sys._getframe(1))
         self._mode.__enter__()
         return self
@@ -368,7 +369,7 @@ class capture:
         """The trace of the graph behind `outputs`, with forward order and source lines
         (`progress`: a progress bar on stderr; None: only for traces taking over 2 s)."""
         return _trace_recorded(outputs, self.sources, self.mutations, self.modules, progress, len(self.threads) <= 1,
-                               self.hooks.none() and len(self.threads) <= 1)
+                               self.hooks.none())
 
 
 def _trace_recorded(outputs: tuple[torch.Tensor, ...], sources: Sources, mutations: Mutations,
